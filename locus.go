@@ -1,0 +1,56 @@
+package locus
+
+import (
+	"fmt"
+
+	"github.com/locus-go/locus/backing/heap"
+	"github.com/locus-go/locus/policy/lifo"
+	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/transport/mailbox"
+)
+
+// Defaults of Default.
+const (
+	// DefaultBlockSize is 4 KiB, the KV-cache block of the LOCUS record.
+	DefaultBlockSize = 4096
+	// DefaultBlocks is 1024 blocks: 4 MiB at the default block size.
+	DefaultBlocks = 1024
+)
+
+// DefaultPool is the type of the shipped design: Go-heap blocks, per-producer
+// chunk mailboxes, LIFO reuse.
+type DefaultPool = pool.Pool[*heap.Backing, *mailbox.Transport, lifo.Policy]
+
+// Option configures a preset.
+type Option interface{ apply(*config) }
+
+type config struct {
+	blockSize int
+	blocks    int
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithBlockSize sets the size of every block in bytes (default DefaultBlockSize).
+func WithBlockSize(n int) Option { return optionFunc(func(c *config) { c.blockSize = n }) }
+
+// WithBlocks sets the number of blocks (default DefaultBlocks).
+func WithBlocks(n int) Option { return optionFunc(func(c *config) { c.blocks = n }) }
+
+// Default returns the shipped design: a pool of zeroed Go-heap blocks
+// (backing/heap) whose workers free through per-producer chunk mailboxes
+// (transport/mailbox), reused last-in first-out (policy/lifo). Invalid sizes
+// fail with an error wrapping pool.ErrInvalidConfig.
+func Default(opts ...Option) (*DefaultPool, error) {
+	cfg := config{blockSize: DefaultBlockSize, blocks: DefaultBlocks}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	b, err := heap.New(cfg.blockSize, cfg.blocks)
+	if err != nil {
+		return nil, fmt.Errorf("locus: %w", err)
+	}
+	return pool.New(b, mailbox.New(), lifo.Policy{})
+}

@@ -1,0 +1,398 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/locus-go/locus/internal/invariants"
+)
+
+// MaxBlocks is the largest capacity a pool accepts: a handle indexes blocks
+// with 32 bits, and the free list's power-of-two ring must fit them.
+const MaxBlocks = 1 << 31
+
+// Pool is a pool of fixed-size blocks composed of a backing B (the memory), a
+// transport T (how blocks freed on other goroutines come back) and a reuse
+// policy P (which free block is handed out next).
+//
+// A Pool has one owner goroutine: Alloc, AllocChunk, Free, FreeChunk, Bytes,
+// Drain, Stats and Close must be called by one goroutine at a time (or with
+// external synchronization). Other goroutines free blocks through their own
+// Sender, made by NewSender, which is safe to call from any goroutine.
+// Remotely freed blocks return to the free list only when the owner drains:
+// explicitly, with Drain (once per scheduling step, off the allocation path),
+// or implicitly, when an allocation finds the free list empty.
+//
+// Every handle passed in is validated against the block's generation: a stale,
+// double-freed, foreign, zero or out-of-range handle is rejected with an error
+// (see ErrInvalidHandle) and changes nothing but the Rejected count. A block is
+// never handed out twice while it is live.
+//
+// The zero Pool is not usable; build one with New. A Pool must not be copied.
+type Pool[B Backing, T Transport, P ReusePolicy] struct {
+	_ noCopy
+	c core
+	b B
+	t T
+	p P
+
+	closed  atomic.Bool // read by senders
+	mu      sync.Mutex  // guards senders
+	senders []*Sender
+	final   Stats // Stats as they stood at Close
+}
+
+// core is the pool's per-block machinery, written without type parameters so
+// that every per-block step compiles to direct, inlinable code.
+type core struct {
+	id     uint32
+	fifo   bool
+	closed bool
+	size   int
+
+	blocks [][]byte
+	gens   []uint64 // per block; odd while allocated
+	free   ring
+
+	allocs   uint64
+	frees    uint64
+	drained  uint64
+	rejected uint64
+	hwm      int
+
+	// The first handle rejected by drains since the last report, kept
+	// without allocating until Drain builds the error.
+	rejN     int
+	rejFirst Handle
+	rejErr   error
+
+	sink Sink
+}
+
+var lastPoolID atomic.Uint32
+
+func nextPoolID() uint32 {
+	for {
+		if id := lastPoolID.Add(1); id != 0 {
+			return id
+		}
+	}
+}
+
+// New composes a pool from a backing, a transport and a reuse policy. Callers
+// never write the type arguments; they are inferred:
+//
+//	p, err := pool.New(b, mailbox.New(), lifo.Policy{})
+//
+// The pool takes ownership of b and t and releases them in Close. New fails
+// with an error wrapping ErrInvalidConfig if a component is nil, the policy's
+// order is invalid, or the backing's blocks are empty, of unequal sizes, too
+// many (see MaxBlocks) or have spare capacity; then b and t are still the
+// caller's.
+func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], error) {
+	if any(b) == nil || any(t) == nil || any(p) == nil {
+		return nil, fmt.Errorf("%w: nil component", ErrInvalidConfig)
+	}
+	order := p.Order()
+	if !order.Valid() {
+		return nil, fmt.Errorf("%w: policy order %v", ErrInvalidConfig, order)
+	}
+	n := b.Len()
+	if n <= 0 || n > MaxBlocks {
+		return nil, fmt.Errorf("%w: backing has %d blocks, want 1 to %d", ErrInvalidConfig, n, MaxBlocks)
+	}
+	blocks := make([][]byte, n)
+	size := len(b.Block(0))
+	for i := range blocks {
+		blk := b.Block(i)
+		if len(blk) == 0 || len(blk) != size || cap(blk) != len(blk) {
+			return nil, fmt.Errorf("%w: backing block %d has len %d cap %d, want len = cap = %d > 0",
+				ErrInvalidConfig, i, len(blk), cap(blk), size)
+		}
+		blocks[i] = blk
+	}
+	pl := &Pool[B, T, P]{b: b, t: t, p: p}
+	c := &pl.c
+	c.id = nextPoolID()
+	c.fifo = order == FIFO
+	c.size = size
+	c.blocks = blocks
+	c.gens = make([]uint64, n)
+	c.free = newRing(n)
+	// The record's initial layout: [n-1, ..., 1, 0] from front to back, so
+	// LIFO hands out 0, 1, 2, ... and FIFO n-1, n-2, ...
+	for i := n - 1; i >= 0; i-- {
+		c.free.pushBack(uint32(i))
+	}
+	c.sink.c = c
+	return pl, nil
+}
+
+// Alloc hands out a free block. If none is free it first drains pending remote
+// frees (counting them in Stats like any drain); if still none is free it
+// returns ErrExhausted. It never waits.
+func (p *Pool[B, T, P]) Alloc() (Handle, error) {
+	if p.c.free.len() > 0 {
+		return p.c.take(), nil
+	}
+	return p.allocSlow()
+}
+
+func (p *Pool[B, T, P]) allocSlow() (Handle, error) {
+	if err := p.refill(1); err != nil {
+		return Handle{}, err
+	}
+	return p.c.take(), nil
+}
+
+// refill makes sure n blocks are free, draining if needed.
+func (p *Pool[B, T, P]) refill(n int) error {
+	if p.c.closed {
+		return ErrClosed
+	}
+	if p.c.free.len() < n {
+		p.t.Drain(&p.c.sink)
+		if p.c.free.len() < n {
+			return ErrExhausted
+		}
+	}
+	return nil
+}
+
+// AllocChunk fills dst with newly allocated blocks, all or nothing: if fewer
+// than len(dst) blocks are free even after draining, it allocates none and
+// returns ErrExhausted.
+func (p *Pool[B, T, P]) AllocChunk(dst []Handle) error {
+	if p.c.free.len() < len(dst) {
+		if err := p.refill(len(dst)); err != nil {
+			return err
+		}
+	}
+	for i := range dst {
+		dst[i] = p.c.take()
+	}
+	return nil
+}
+
+// Free returns a block to the free list. A bad handle gets one of the handle
+// errors (errors.Is(err, ErrInvalidHandle)) and changes nothing else.
+func (p *Pool[B, T, P]) Free(h Handle) error {
+	if p.c.put(h) {
+		p.c.frees++
+		return nil
+	}
+	return p.c.reject(h)
+}
+
+// FreeChunk frees every handle of chunk. Bad handles are skipped, counted and
+// reported in a *RejectedError; the good ones are freed.
+func (p *Pool[B, T, P]) FreeChunk(chunk []Handle) error {
+	if p.c.closed {
+		return ErrClosed
+	}
+	var first Handle
+	var firstErr error
+	bad := 0
+	for _, h := range chunk {
+		if p.c.put(h) {
+			p.c.frees++
+			continue
+		}
+		if err := p.c.reject(h); bad == 0 {
+			first, firstErr = h, err
+		}
+		bad++
+	}
+	if bad > 0 {
+		return &RejectedError{Rejected: bad, First: first, Err: firstErr}
+	}
+	return nil
+}
+
+// Bytes returns the memory of a live block: BlockSize bytes, with no spare
+// capacity. The slice stays valid until the pool is closed, but the block
+// belongs to the caller only until it is freed.
+func (p *Pool[B, T, P]) Bytes(h Handle) ([]byte, error) {
+	if p.c.valid(h) {
+		return p.c.blocks[h.idx], nil
+	}
+	return nil, p.c.reject(h)
+}
+
+// Drain moves every pending remote free back onto the free list and returns
+// how many blocks it freed. Call it once per scheduling step. Handles that
+// fail validation (here or in a drain done by an earlier Alloc) are counted in
+// Stats.Rejected and reported in a *RejectedError; the good handles beside
+// them are freed all the same.
+func (p *Pool[B, T, P]) Drain() (int, error) {
+	if p.c.closed {
+		return 0, ErrClosed
+	}
+	before := p.c.frees
+	p.t.Drain(&p.c.sink)
+	return int(p.c.frees - before), p.c.report()
+}
+
+// NewSender returns a Sender for one producer goroutine.
+func (p *Pool[B, T, P]) NewSender() (*Sender, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	prod, err := p.t.NewProducer()
+	if err != nil {
+		return nil, err
+	}
+	s := &Sender{prod: prod, closed: &p.closed}
+	s.try, _ = prod.(TryProducer)
+	p.mu.Lock()
+	p.senders = append(p.senders, s)
+	p.mu.Unlock()
+	return s, nil
+}
+
+// Stats returns the pool's accounting; after Close, as it stood at Close.
+func (p *Pool[B, T, P]) Stats() Stats {
+	c := &p.c
+	order := LIFO
+	if c.fifo {
+		order = FIFO
+	}
+	st := Stats{
+		BlockSize:     c.size,
+		Capacity:      len(c.gens),
+		Order:         order,
+		Free:          c.free.len(),
+		HighWater:     c.hwm,
+		Allocs:        c.allocs,
+		Frees:         c.frees,
+		RemoteDrained: c.drained,
+		Rejected:      c.rejected,
+	}
+	st.Live = int(c.allocs - c.frees)
+	if c.closed {
+		return p.final
+	}
+	p.mu.Lock()
+	for _, s := range p.senders {
+		st.RemoteSubmitted += s.submitted.Load()
+	}
+	p.mu.Unlock()
+	return st
+}
+
+// BlockSize returns the size of every block in bytes.
+func (p *Pool[B, T, P]) BlockSize() int { return p.c.size }
+
+// Backing returns the pool's backing.
+func (p *Pool[B, T, P]) Backing() B { return p.b }
+
+// Transport returns the pool's transport.
+func (p *Pool[B, T, P]) Transport() T { return p.t }
+
+// Policy returns the pool's reuse policy.
+func (p *Pool[B, T, P]) Policy() P { return p.p }
+
+// Close closes the transport and the backing. Later calls of every method,
+// Close included, return ErrClosed, and so do the pool's senders. Slices
+// returned by Bytes must not be used after Close.
+func (p *Pool[B, T, P]) Close() error {
+	if p.c.closed {
+		return ErrClosed
+	}
+	c := &p.c
+	p.closed.Store(true) // senders stop first, so final counts hold still
+	p.final = p.Stats()
+	c.closed = true
+	// Dropping the metadata makes every handle fail validation (index out
+	// of range), which reject turns into ErrClosed: the hot path needs no
+	// closed check of its own.
+	c.blocks, c.gens, c.free = nil, nil, ring{}
+	return errors.Join(p.t.Close(), p.b.Close())
+}
+
+// take pops a free block; the free list must not be empty.
+func (c *core) take() Handle {
+	var i uint32
+	if c.fifo {
+		i = c.free.popFront()
+	} else {
+		i = c.free.popBack()
+	}
+	g := c.gens[i] + 1
+	c.gens[i] = g
+	c.allocs++
+	if live := int(c.allocs - c.frees); live > c.hwm {
+		c.hwm = live
+	}
+	return Handle{gen: g, idx: i, pool: c.id}
+}
+
+// valid reports whether h names a live block of this pool. A handle is live
+// iff its generation equals the block's and is odd: the odd test stops a
+// forged even generation from matching a free block.
+func (c *core) valid(h Handle) bool {
+	return h.pool == c.id && h.idx < uint32(len(c.gens)) && c.gens[h.idx] == h.gen && h.gen&1 == 1
+}
+
+// put frees h if it is live and reports whether it did. The caller counts.
+func (c *core) put(h Handle) bool {
+	if !c.valid(h) {
+		return false
+	}
+	c.gens[h.idx] = h.gen + 1
+	if invariants.Enabled {
+		invariants.Poison(c.blocks[h.idx])
+	}
+	c.free.pushBack(h.idx)
+	return true
+}
+
+// reject counts a refused handle and says why it was refused.
+func (c *core) reject(h Handle) error {
+	if c.closed {
+		return ErrClosed
+	}
+	c.rejected++
+	switch {
+	case h.IsZero():
+		return ErrZeroHandle
+	case h.pool != c.id:
+		return ErrForeignHandle
+	case h.idx >= uint32(len(c.gens)):
+		return ErrOutOfRange
+	}
+	return ErrStaleHandle
+}
+
+// release is the pool's Sink: it frees a drained chunk.
+func (c *core) release(chunk []Handle) {
+	c.drained += uint64(len(chunk))
+	for _, h := range chunk {
+		if c.put(h) {
+			c.frees++
+			continue
+		}
+		if err := c.reject(h); c.rejN == 0 {
+			c.rejFirst, c.rejErr = h, err
+		}
+		c.rejN++
+	}
+}
+
+// report returns and forgets the drains' rejections.
+func (c *core) report() error {
+	if c.rejN == 0 {
+		return nil
+	}
+	err := &RejectedError{Rejected: c.rejN, First: c.rejFirst, Err: c.rejErr}
+	c.rejN, c.rejFirst, c.rejErr = 0, Handle{}, nil
+	return err
+}
+
+// noCopy lets go vet's copylocks check flag copies of a Pool.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}

@@ -1,0 +1,172 @@
+// Package mailbox is the chunk mailbox transport: one lock-free stack of
+// chunks per producer. A producer frees a whole chunk with one compare-and-swap;
+// the owner takes everything a producer published with one swap and delivers
+// it oldest first. There is no capacity, no batch size and nothing to tune, and
+// producers never wait for the owner.
+//
+// It is the shipped design (design thread 0357): the fastest way back for
+// blocks freed on worker goroutines when each worker frees whole requests.
+// Choose transport/sharded or transport/shared only to bound the memory in
+// flight or to replay the record's alternatives.
+//
+// # Protocol and invariants
+//
+// Each producer has a box with two Treiber stacks of nodes, both in Go-heap
+// memory:
+//
+//   - head: chunks the producer published, newest first. Only the producer
+//     pushes (CAS); only the owner takes (Swap with nil).
+//   - spare: nodes the owner has finished delivering, returned for reuse.
+//     Only the owner pushes (CAS); only the producer takes (Swap with nil).
+//
+// Each stack has exactly one pusher and one taker, and a taker removes the
+// whole stack at once, so a pushed node cannot come back to the top while its
+// pusher still holds the old top: the ABA problem of general Treiber stacks
+// cannot arise. A node is owned by exactly one party at a time (the producer's
+// private cache, head, the owner during delivery, spare), so the producer
+// writes a chunk's handles only into a node nobody else can read, and the
+// owner reads them only after taking the node.
+//
+// Happens-before: the producer writes the handles into the node before the CAS
+// that publishes it, and the owner's Swap that takes the node observes that
+// CAS, so a Send that returns nil happens before the Drain that delivers its
+// chunk (sync/atomic operations are sequentially consistent; see
+// https://go.dev/ref/mem). The same holds in reverse for nodes on spare.
+//
+// In steady state a Send and a Drain allocate nothing: nodes and their handle
+// slices are recycled through spare. A producer allocates a node only when
+// more of its chunks are in flight than ever before.
+package mailbox
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/locus-go/locus/pool"
+)
+
+// Transport is a set of per-producer chunk mailboxes. The zero value is ready
+// to use; New returns one too. It must not be copied after first use.
+type Transport struct {
+	mu     sync.Mutex             // serialises NewProducer
+	boxes  atomic.Pointer[[]*box] // copy-on-write list; Drain reads it without locking
+	closed atomic.Bool
+}
+
+var _ pool.Transport = (*Transport)(nil)
+
+// New returns an empty mailbox transport.
+func New() *Transport { return new(Transport) }
+
+type node struct {
+	next    *node
+	handles []pool.Handle
+}
+
+type box struct {
+	_     cpu.CacheLinePad
+	head  atomic.Pointer[node] // published chunks, newest first
+	_     cpu.CacheLinePad
+	spare atomic.Pointer[node] // delivered nodes, back to the producer
+	_     cpu.CacheLinePad
+}
+
+// Producer is one producer's mailbox endpoint. It is used by one goroutine at
+// a time.
+type Producer struct {
+	t     *Transport
+	b     *box
+	cache *node // spare nodes private to the producer
+}
+
+var _ pool.Producer = (*Producer)(nil)
+
+// NewProducer adds a mailbox for one producer. Safe to call from any
+// goroutine, also while the owner drains.
+func (t *Transport) NewProducer() (pool.Producer, error) {
+	if t.closed.Load() {
+		return nil, pool.ErrClosed
+	}
+	b := new(box)
+	t.mu.Lock()
+	var next []*box
+	if old := t.boxes.Load(); old != nil {
+		next = append(next, *old...)
+	}
+	next = append(next, b)
+	t.boxes.Store(&next)
+	t.mu.Unlock()
+	return &Producer{t: t, b: b}, nil
+}
+
+// Send publishes a copy of chunk with one CAS. It never waits for the owner.
+// It fails with pool.ErrClosed after the transport is closed.
+func (p *Producer) Send(chunk []pool.Handle) error {
+	if p.t.closed.Load() {
+		return pool.ErrClosed
+	}
+	if len(chunk) == 0 {
+		return nil
+	}
+	n := p.cache
+	if n == nil {
+		if n = p.b.spare.Swap(nil); n == nil {
+			n = new(node)
+		}
+	}
+	p.cache = n.next
+	n.handles = append(n.handles[:0], chunk...)
+	old := p.b.head.Load()
+	for {
+		n.next = old
+		if p.b.head.CompareAndSwap(old, n) {
+			return nil
+		}
+		old = p.b.head.Load()
+	}
+}
+
+// Drain takes every mailbox's chunks, one Swap per non-empty mailbox, and
+// passes them to sink oldest first per producer, mailboxes in creation order.
+func (t *Transport) Drain(sink *pool.Sink) {
+	boxes := t.boxes.Load()
+	if boxes == nil {
+		return
+	}
+	for _, b := range *boxes {
+		if b.head.Load() == nil { // a plain load is cheaper than an empty Swap
+			continue
+		}
+		newest := b.head.Swap(nil)
+		// Reverse the detached stack so delivery is oldest first.
+		var oldest *node
+		for n := newest; n != nil; {
+			next := n.next
+			n.next = oldest
+			oldest, n = n, next
+		}
+		for n := oldest; n != nil; n = n.next {
+			sink.Put(n.handles)
+		}
+		// Give the whole list back for reuse: oldest ... newest, then the
+		// nodes already on spare.
+		old := b.spare.Load()
+		for {
+			newest.next = old
+			if b.spare.CompareAndSwap(old, oldest) {
+				break
+			}
+			old = b.spare.Load()
+		}
+	}
+}
+
+// Close makes later sends fail with pool.ErrClosed. Chunks still in the
+// mailboxes are dropped with the transport. Sends racing with Close may be
+// accepted and dropped too. Close is idempotent.
+func (t *Transport) Close() error {
+	t.closed.Store(true)
+	return nil
+}
