@@ -204,6 +204,7 @@ func (p *noGenPool) Stats() pool.Stats          { p.mu.Lock(); defer p.mu.Unlock
 func (p *noGenPool) Order() pool.Order          { return pool.LIFO }
 func (p *noGenPool) Close() error               { p.closed = true; return nil }
 func (p *noGenPool) other() subject             { return nil }
+func (p *noGenPool) abort()                     {}
 
 // mislabeled is a real FIFO pool that claims to be LIFO.
 type mislabeled struct{ subject }

@@ -61,6 +61,9 @@ type subject interface {
 	Close() error
 	// other returns a second, independent pool of the same kind, or nil.
 	other() subject
+	// abort releases goroutines blocked in the pool's transport without
+	// freeing the pool's memory.
+	abort()
 }
 
 // sender is the remote side of a subject.
@@ -81,7 +84,8 @@ func (s poolSubject[B, T, P]) NewSender() (sender, error) {
 }
 
 func (s poolSubject[B, T, P]) Order() pool.Order { return s.Policy().Order() }
-func (s poolSubject[B, T, P]) other() subject   { return nil }
+func (s poolSubject[B, T, P]) other() subject    { return nil }
+func (s poolSubject[B, T, P]) abort()            { _ = s.Transport().Close() }
 
 type withOther struct {
 	subject
@@ -101,7 +105,7 @@ func wrapPool[B pool.Backing, T pool.Transport, P pool.ReusePolicy](p *pool.Pool
 func poolSuite() suite[subject] {
 	return suite[subject]{
 		cases:   poolCases,
-		abort:   func(s subject) { _ = s.Close() },
+		abort:   func(s subject) { s.abort() },
 		release: func(s subject) { _ = s.Close() },
 	}
 }

@@ -109,7 +109,7 @@ var transportCases = []testCase[pool.Transport]{
 	{
 		name:        "Close",
 		explanation: "after Close, Send fails with pool.ErrClosed, a producer blocked on a full transport returns, and Close may be called again",
-		run:        checkTransportClose,
+		run:         checkTransportClose,
 	},
 	{
 		name:        "ZeroAllocs",
@@ -458,4 +458,3 @@ func handles(n int) []pool.Handle {
 	}
 	return hs
 }
-

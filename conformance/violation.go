@@ -64,8 +64,8 @@ type testCase[X any] struct {
 // suite runs a table of cases over fresh instances of X.
 type suite[X any] struct {
 	cases []testCase[X]
-	// abort releases goroutines blocked in x (closes it); release frees x
-	// when the case is over. Both must tolerate being called twice.
+	// abort releases goroutines blocked in x without freeing memory the
+	// case may still use; release frees x once the case has returned.
 	abort   func(x X)
 	release func(x X)
 }
@@ -121,17 +121,21 @@ func (s suite[X]) runCase(c testCase[X], x X, timeout time.Duration) error {
 	var err error
 	select {
 	case err = <-done:
+		s.release(x)
 	case <-ctx.Done():
-		// Close the instance to release blocked goroutines, then give
-		// the case a moment to notice.
+		// Release goroutines blocked in the instance (a pool's abort
+		// closes only its transport: its memory may still be in use),
+		// then give the case a moment to notice.
 		s.abort(x)
 		select {
 		case <-done:
+			s.release(x)
 		case <-time.After(min(timeout, 5*time.Second)):
+			// Still running: leave the instance alone rather than free
+			// memory (perhaps a mapping) that the case may still touch.
 		}
 		err = violationf(ErrDeadlock, "did not finish within %v", timeout)
 	}
-	s.release(x)
 	if err == nil {
 		return nil
 	}

@@ -27,14 +27,17 @@ func (r *ring) pushBack(i uint32) {
 	r.tail++
 }
 
-// popBack and popFront must only be called on a non-empty ring.
-func (r *ring) popBack() uint32 {
-	r.tail--
-	return r.buf[r.tail&r.mask]
-}
-
-func (r *ring) popFront() uint32 {
-	i := r.buf[r.head&r.mask]
-	r.head++
-	return i
+// pop removes the front element if front is set, else the back one; the
+// ring must not be empty. One function with the branch inside keeps the
+// pool's take within the inlining budget.
+func (r *ring) pop(front bool) uint32 {
+	var at uint32
+	if front {
+		at = r.head
+		r.head++
+	} else {
+		r.tail--
+		at = r.tail
+	}
+	return r.buf[at&r.mask]
 }

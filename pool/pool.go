@@ -9,9 +9,10 @@ import (
 	"github.com/locus-go/locus/internal/invariants"
 )
 
-// MaxBlocks is the largest capacity a pool accepts: a handle indexes blocks
-// with 32 bits, and the free list's power-of-two ring must fit them.
-const MaxBlocks = 1 << 31
+// MaxBlocks is the largest capacity a pool accepts (2^30 blocks: 4 TiB of
+// 4 KiB blocks). It keeps block indices, the free list's power-of-two ring
+// and their products within an int on 32-bit platforms too.
+const MaxBlocks = 1 << 30
 
 // Pool is a pool of fixed-size blocks composed of a backing B (the memory), a
 // transport T (how blocks freed on other goroutines come back) and a reuse
@@ -179,6 +180,7 @@ func (p *Pool[B, T, P]) AllocChunk(dst []Handle) error {
 // Free returns a block to the free list. A bad handle gets one of the handle
 // errors (errors.Is(err, ErrInvalidHandle)) and changes nothing else.
 func (p *Pool[B, T, P]) Free(h Handle) error {
+	p.c.markHigh()
 	if p.c.put(h) {
 		p.c.frees++
 		return nil
@@ -195,6 +197,7 @@ func (p *Pool[B, T, P]) FreeChunk(chunk []Handle) error {
 	var first Handle
 	var firstErr error
 	bad := 0
+	p.c.markHigh()
 	for _, h := range chunk {
 		if p.c.put(h) {
 			p.c.frees++
@@ -255,6 +258,7 @@ func (p *Pool[B, T, P]) NewSender() (*Sender, error) {
 // Stats returns the pool's accounting; after Close, as it stood at Close.
 func (p *Pool[B, T, P]) Stats() Stats {
 	c := &p.c
+	c.markHigh()
 	order := LIFO
 	if c.fifo {
 		order = FIFO
@@ -314,19 +318,20 @@ func (p *Pool[B, T, P]) Close() error {
 
 // take pops a free block; the free list must not be empty.
 func (c *core) take() Handle {
-	var i uint32
-	if c.fifo {
-		i = c.free.popFront()
-	} else {
-		i = c.free.popBack()
-	}
+	i := c.free.pop(c.fifo)
 	g := c.gens[i] + 1
 	c.gens[i] = g
 	c.allocs++
+	return Handle{gen: g, idx: i, pool: c.id}
+}
+
+// markHigh records the live count in the high-water mark. Live grows only in
+// take and shrinks only in put, so its peak is always seen by calling
+// markHigh before every put and in Stats; take stays small enough to inline.
+func (c *core) markHigh() {
 	if live := int(c.allocs - c.frees); live > c.hwm {
 		c.hwm = live
 	}
-	return Handle{gen: g, idx: i, pool: c.id}
 }
 
 // valid reports whether h names a live block of this pool. A handle is live
@@ -369,6 +374,7 @@ func (c *core) reject(h Handle) error {
 // release is the pool's Sink: it frees a drained chunk.
 func (c *core) release(chunk []Handle) {
 	c.drained += uint64(len(chunk))
+	c.markHigh()
 	for _, h := range chunk {
 		if c.put(h) {
 			c.frees++

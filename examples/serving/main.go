@@ -1,0 +1,157 @@
+// Command serving shows locus embedded in a toy LLM serving loop: one owner
+// goroutine schedules requests step by step and allocates their KV blocks;
+// worker goroutines finish requests and free all of a request's blocks with
+// one call through their own sender; the owner drains once per step, off the
+// allocation path.
+//
+//	go run ./examples/serving -requests 256 -workers 4
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/locus-go/locus"
+	"github.com/locus-go/locus/pool"
+)
+
+type config struct {
+	requests, workers, arrivals int
+	blocks, tokensPerBlock      int
+	prompt, decode              int
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.requests, "requests", 256, "requests to serve")
+	flag.IntVar(&c.workers, "workers", 4, "worker goroutines that finish requests")
+	flag.IntVar(&c.arrivals, "arrivals", 8, "requests admitted per step")
+	flag.IntVar(&c.blocks, "blocks", 4096, "KV blocks in the pool (4 KiB each)")
+	flag.IntVar(&c.tokensPerBlock, "tokens-per-block", 16, "tokens per KV block")
+	flag.IntVar(&c.prompt, "prompt", 256, "prompt tokens per request")
+	flag.IntVar(&c.decode, "decode", 64, "decode steps per request (varied by request)")
+	flag.Parse()
+	if err := serve(os.Stdout, c); err != nil {
+		fmt.Fprintln(os.Stderr, "serving:", err)
+		os.Exit(1)
+	}
+}
+
+type request struct {
+	id    int
+	left  int // decode steps to go
+	table *pool.Table
+}
+
+func serve(out io.Writer, c config) error {
+	p, err := locus.Default(locus.WithBlocks(c.blocks))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+
+	// Workers: each owns a sender and releases finished requests' tables.
+	done := make([]chan *request, c.workers)
+	recycled := make(chan *request, c.requests)
+	var wg sync.WaitGroup
+	for w := range done {
+		done[w] = make(chan *request, c.requests)
+		s, err := p.NewSender()
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			for r := range done[w] {
+				// ... send the response, then give the blocks back.
+				if err := r.table.Release(s); err != nil {
+					fmt.Fprintln(os.Stderr, "release:", err)
+				}
+				recycled <- r
+			}
+		})
+	}
+
+	var active []*request
+	admitted, finished, steps, waits := 0, 0, 0, 0
+	// owed is the blocks admitted requests will still allocate: a request is
+	// admitted only if the free blocks cover its whole lifetime, so decoding
+	// never runs out of blocks (a real engine would preempt instead).
+	owed := 0
+	blocksFor := func(tokens int) int { return (tokens + c.tokensPerBlock - 1) / c.tokensPerBlock }
+	for finished < c.requests {
+		steps++
+		// Once per step, off the allocation path: take back every block
+		// the workers freed since the last step.
+		if _, err := p.Drain(); err != nil {
+			return err
+		}
+		for k := 0; k < c.arrivals && admitted < c.requests; k++ {
+			var r *request
+			select {
+			case r = <-recycled: // reuse a finished request's table
+			default:
+				t, err := pool.NewTable(c.tokensPerBlock)
+				if err != nil {
+					return err
+				}
+				r = &request{table: t}
+			}
+			r.id, r.left = admitted, c.decode/2+admitted%c.decode
+			need := blocksFor(c.prompt + r.left)
+			if need > c.blocks {
+				return fmt.Errorf("a request needs %d blocks, the pool has %d", need, c.blocks)
+			}
+			if p.Stats().Free-owed < need {
+				recycled <- r // not admitted: retry next step
+				waits++
+				break
+			}
+			if err := r.table.Append(p, c.prompt); err != nil {
+				return err
+			}
+			owed += need - len(r.table.Handles())
+			active = append(active, r)
+			admitted++
+		}
+		// Decode: one token per active request; finished ones go to a worker.
+		kept := active[:0]
+		for _, r := range active {
+			if r.left == 0 {
+				done[r.id%c.workers] <- r
+				finished++
+				continue
+			}
+			had := len(r.table.Handles())
+			if err := r.table.Append(p, 1); err != nil {
+				return fmt.Errorf("step %d: request %d: %w", steps, r.id, err)
+			}
+			owed -= len(r.table.Handles()) - had
+			blk, _ := p.Bytes(r.table.Handles()[len(r.table.Handles())-1])
+			blk[(r.table.Tokens()-1)%c.tokensPerBlock] = byte(r.id) // write the token's KV
+			r.left--
+			kept = append(kept, r)
+		}
+		active = kept
+	}
+	for _, d := range done {
+		close(d)
+	}
+	wg.Wait()
+	if _, err := p.Drain(); err != nil {
+		return err
+	}
+	st := p.Stats()
+	fmt.Fprintf(out, "served %d requests in %d steps with %d workers (%d admissions waited for blocks)\n",
+		c.requests, steps, c.workers, waits)
+	fmt.Fprintf(out, "blocks: %d allocated, %d freed, %d live, high water %d of %d\n",
+		st.Allocs, st.Frees, st.Live, st.HighWater, st.Capacity)
+	fmt.Fprintf(out, "remote frees: %d submitted, %d drained, %d rejected\n",
+		st.RemoteSubmitted, st.RemoteDrained, st.Rejected)
+	if st.Live != 0 || st.RemoteSubmitted != st.RemoteDrained || st.Rejected != 0 {
+		return fmt.Errorf("accounting does not balance: %+v", st)
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+package locus_test
+
+import (
+	"testing"
+
+	"github.com/locus-go/locus"
+	"github.com/locus-go/locus/conformance"
+	"github.com/locus-go/locus/pool"
+)
+
+func TestDefaultConformance(t *testing.T) {
+	conformance.TestPool(t, func(t *testing.T) *locus.DefaultPool {
+		p, err := locus.Default(locus.WithBlocks(256), locus.WithBlockSize(512))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
+
+func TestDefaultDefaults(t *testing.T) {
+	p, err := locus.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	st := p.Stats()
+	if st.BlockSize != locus.DefaultBlockSize || st.Capacity != locus.DefaultBlocks || st.Order != pool.LIFO {
+		t.Fatalf("Default() stats %+v, want %d blocks of %d bytes, LIFO", st, locus.DefaultBlocks, locus.DefaultBlockSize)
+	}
+}
+
+func TestDefaultRejectsBadOptions(t *testing.T) {
+	for _, opts := range [][]locus.Option{
+		{locus.WithBlockSize(0)},
+		{locus.WithBlocks(0)},
+		{locus.WithBlocks(-3)},
+		{locus.WithBlockSize(1 << 62), locus.WithBlocks(1 << 10)},
+	} {
+		if p, err := locus.Default(opts...); err == nil {
+			p.Close()
+			t.Errorf("Default(%v) succeeded", opts)
+		} else if !errorsIs(err, pool.ErrInvalidConfig) {
+			t.Errorf("Default(%v) = %v, want pool.ErrInvalidConfig", opts, err)
+		}
+	}
+}

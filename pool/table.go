@@ -1,0 +1,92 @@
+package pool
+
+import "fmt"
+
+// Allocator hands out blocks all or nothing; *Pool is one.
+type Allocator interface {
+	AllocChunk(dst []Handle) error
+}
+
+// ChunkFreer frees a chunk of blocks; *Pool (locally, on the owner) and
+// *Sender (remotely, from a worker) are both one.
+type ChunkFreer interface {
+	FreeChunk(chunk []Handle) error
+}
+
+// Table is one sequence's block table (the record's KvBlockTable): the blocks
+// that hold its tokens, tokensPerBlock tokens to a block. Appending tokens
+// allocates exactly the blocks the new length needs, all or nothing; Release
+// returns every block as one chunk.
+//
+// A Table is used by one goroutine at a time: typically the owner appends
+// while the sequence runs, and a worker releases it when the request is done.
+// Its zero value is not usable; build one with NewTable.
+type Table struct {
+	tokensPerBlock int
+	tokens         int
+	handles        []Handle
+}
+
+// NewTable returns an empty table of tokensPerBlock tokens per block. It
+// fails with an error wrapping ErrInvalidArgument if tokensPerBlock is not
+// positive.
+func NewTable(tokensPerBlock int) (*Table, error) {
+	if tokensPerBlock <= 0 {
+		return nil, fmt.Errorf("%w: %d tokens per block", ErrInvalidArgument, tokensPerBlock)
+	}
+	return &Table{tokensPerBlock: tokensPerBlock}, nil
+}
+
+// Tokens returns the sequence's length in tokens.
+func (t *Table) Tokens() int { return t.tokens }
+
+// TokensPerBlock returns how many tokens a block holds.
+func (t *Table) TokensPerBlock() int { return t.tokensPerBlock }
+
+// Handles returns the sequence's blocks in token order. The slice is the
+// table's own: read it, do not keep or change it.
+func (t *Table) Handles() []Handle { return t.handles }
+
+// Append grows the sequence by tokens tokens, allocating from a the blocks the
+// new length needs. If a cannot provide them all it allocates none, leaves the
+// table as it was and returns a's error (ErrExhausted, say). A negative count,
+// or one that would overflow the length, fails with ErrInvalidArgument.
+func (t *Table) Append(a Allocator, tokens int) error {
+	if tokens < 0 || tokens > int(^uint(0)>>1)-t.tokens {
+		return fmt.Errorf("%w: append %d tokens to %d", ErrInvalidArgument, tokens, t.tokens)
+	}
+	n := t.tokens + tokens
+	need := (n+t.tokensPerBlock-1)/t.tokensPerBlock - len(t.handles)
+	if need > 0 {
+		old := len(t.handles)
+		t.handles = grow(t.handles, need)
+		if err := a.AllocChunk(t.handles[old:]); err != nil {
+			clear(t.handles[old:])
+			t.handles = t.handles[:old]
+			return err
+		}
+	}
+	t.tokens = n
+	return nil
+}
+
+// Release frees every block of the table as one chunk through f (the pool
+// itself, or a worker's Sender) and empties the table, keeping its capacity
+// for reuse. The table is empty afterwards even if f reports an error: the
+// blocks are no longer the table's either way.
+func (t *Table) Release(f ChunkFreer) error {
+	err := f.FreeChunk(t.handles)
+	clear(t.handles)
+	t.handles = t.handles[:0]
+	t.tokens = 0
+	return err
+}
+
+func grow(s []Handle, n int) []Handle {
+	if len(s)+n <= cap(s) {
+		return s[:len(s)+n]
+	}
+	g := make([]Handle, len(s)+n, 2*cap(s)+n)
+	copy(g, s)
+	return g
+}
