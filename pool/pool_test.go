@@ -136,7 +136,7 @@ func TestDrainReportsRejectsFromAllocDrain(t *testing.T) {
 	s, err := p.NewSender()
 	require.NoError(t, err)
 	require.NoError(t, s.FreeChunk([]pool.Handle{a, b})) // a is stale
-	h, err := p.Alloc()                                   // drains: frees b, rejects a
+	h, err := p.Alloc()                                  // drains: frees b, rejects a
 	require.NoError(t, err)
 	require.Equal(t, b.Index(), h.Index())
 	n, err := p.Drain()

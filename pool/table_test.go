@@ -46,7 +46,7 @@ func TestTableAllOrNothing(t *testing.T) {
 	p := newPool(t, 4, lifo.Policy{})
 	tbl, _ := pool.NewTable(2)
 	require.NoError(t, tbl.Append(p, 3)) // 2 blocks
-	err := tbl.Append(p, 6)               // needs 3 more, 2 free
+	err := tbl.Append(p, 6)              // needs 3 more, 2 free
 	require.ErrorIs(t, err, pool.ErrExhausted)
 	require.Equal(t, 3, tbl.Tokens())
 	require.Len(t, tbl.Handles(), 2)
