@@ -1,0 +1,379 @@
+// Package mmap is a pool backing in one contiguous anonymous memory mapping:
+// block i is bytes [i×size, (i+1)×size) of a private, read-write region
+// mapped outside the Go heap. The region can be bound to a NUMA node, backed
+// by transparent huge pages, pre-faulted and locked in memory.
+//
+// Choose backing/heap by default. Choose this package when the blocks must
+// be placed: on the NUMA node of the cores that use them (WithNode, Bind),
+// in huge pages to spare TLB misses (WithHugePages), resident from the start
+// (WithPrefault) or never swapped (WithLocked). It is Linux only: on other
+// systems New fails with an error wrapping errors.ErrUnsupported. Design
+// thread 0359 measured no hot-path cost against heap blocks.
+//
+//	b, err := mmap.New(4096, 16384, mmap.WithNode(0), mmap.WithPrefault())
+//	p, err := pool.New(b, mailbox.New(), lifo.Policy{})
+//
+// # Rules for mapped memory
+//
+// The region is not Go memory, and that has consequences:
+//
+//   - The race detector does not see it: the race runtime ignores addresses
+//     outside the Go arena, so a data race on block contents goes
+//     unreported. Run race-mode tests of block handoffs between goroutines
+//     over backing/heap, whose blocks the detector does see.
+//   - No synchronization word may live in a block: no sync/atomic value, no
+//     sync.Mutex, nothing another goroutine spins or waits on. The race
+//     detector cannot see it, and it vanishes under its waiters at Close.
+//   - No Go pointer may be stored in a block (through unsafe): the garbage
+//     collector does not scan mapped memory and would free what it points
+//     to.
+//   - A slice returned by Block, or by Pool.Bytes, must not be used after
+//     Close: it points into unmapped memory, and touching it kills the
+//     process with a fault that no recover can catch. Nothing unmaps the
+//     region but Close; a Backing that is never closed leaks it.
+//   - Pages are faulted in lazily, on first touch, unless WithPrefault (or
+//     WithLocked) is given; the first write to each page of a fresh region
+//     pays a page fault. A page is placed on a NUMA node when it is first
+//     faulted in, which is why a bind must come before the first touch.
+//
+// # NUMA
+//
+// WithNode (or Bind) sets an MPOL_BIND policy on the whole region with one
+// mbind(2) call: its pages are then allocated only on that node, and an
+// allocation fails rather than spill to another node. Placement asks the
+// kernel where a page actually is. Nodes lists the machine's nodes and their
+// CPUs, for pairing pools with the goroutines (pinned threads) that use them.
+// A bind failure is a *BindError that says why (see Reason) and wraps the
+// errno.
+package mmap
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/locus-go/locus/pool"
+)
+
+// maxNodes bounds the node IDs that Bind and WithNode accept: [0, 4096),
+// above the kernel's own limit (MAX_NUMNODES is at most 1024, NODES_SHIFT
+// 10). It also bounds the node mask that Bind builds (64 words).
+const maxNodes = 4096
+
+// Backing is blocks of one anonymous memory mapping. Build it with New; the
+// zero Backing has no blocks. It is owned by the pool it is given to; like
+// the pool, it is not safe for concurrent use.
+type Backing struct {
+	mem    []byte  // the whole mapping, page-rounded; nil once closed
+	addr   uintptr // start of mem, for the syscalls and Span
+	size   int     // block size
+	n      int     // number of blocks; 0 once closed
+	node   int     // node of the last successful bind, if bound
+	bound  bool
+	closed bool
+}
+
+var _ pool.Backing = (*Backing)(nil)
+
+// Option configures New. The options are the functions of this package that
+// return one.
+type Option interface{ apply(*config) }
+
+type config struct {
+	bind     bool
+	node     int
+	huge     bool
+	prefault bool
+	locked   bool
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithHugePages asks for transparent huge pages: New aligns the region to
+// the huge page size (2 MiB on x86-64 and arm64 with 4 KiB pages), rounds
+// its length up to a multiple of it and advises the kernel with
+// madvise(MADV_HUGEPAGE). The kernel honours the advice only where
+// /sys/kernel/mm/transparent_hugepage/enabled is "always" or "madvise", and
+// falls back to base pages silently when no huge page is free. New fails if
+// the kernel was built without transparent huge pages (EINVAL).
+func WithHugePages() Option { return optionFunc(func(c *config) { c.huge = true }) }
+
+// WithNode binds the region to NUMA node node, as Bind does, right after
+// mapping it and before anything touches it, so every page is allocated on
+// that node. New fails with a *BindError if the bind fails; the region is
+// then unmapped.
+func WithNode(node int) Option {
+	return optionFunc(func(c *config) { c.bind, c.node = true, node })
+}
+
+// WithPrefault faults every page in before New returns (after the bind, so
+// the pages land on the bound node), with madvise(MADV_POPULATE_WRITE)
+// where the kernel has it (Linux 5.14 and later) and by writing one byte per
+// page elsewhere. It moves the cost of the first touch out of the hot path
+// and makes the whole region resident at once: size it to fit in memory.
+func WithPrefault() Option { return optionFunc(func(c *config) { c.prefault = true }) }
+
+// WithLocked locks the region in memory with mlock(2), which also faults
+// every page in: it is never swapped out. Locking counts against
+// RLIMIT_MEMLOCK (ulimit -l) unless the process has CAP_IPC_LOCK; past the
+// limit New fails with an error that wraps the errno (ENOMEM, or EPERM when
+// the limit is 0) and says to raise the limit.
+func WithLocked() Option { return optionFunc(func(c *config) { c.locked = true }) }
+
+// New maps one region for blocks blocks of blockSize bytes each, zeroed,
+// and applies the options in this order: huge-page advice, bind, prefault,
+// lock. The region's length is blockSize×blocks rounded up to the page size
+// (the huge page size with WithHugePages).
+//
+// It fails with an error wrapping pool.ErrInvalidConfig if either count is
+// not positive, if blocks exceeds pool.MaxBlocks or if the region's length
+// overflows an int; with a *BindError if WithNode's node is out of range or
+// the bind fails; with an error wrapping the errno if a system call fails;
+// and with an error wrapping errors.ErrUnsupported on systems other than
+// Linux. On failure nothing stays mapped.
+func New(blockSize, blocks int, opts ...Option) (*Backing, error) {
+	if blockSize <= 0 || blocks <= 0 || blocks > pool.MaxBlocks {
+		return nil, fmt.Errorf("%w: mmap backing of %d blocks of %d bytes", pool.ErrInvalidConfig, blocks, blockSize)
+	}
+	if blockSize > maxInt/blocks {
+		return nil, fmt.Errorf("%w: %d blocks of %d bytes overflow an int", pool.ErrInvalidConfig, blocks, blockSize)
+	}
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if cfg.bind {
+		if err := checkNode(cfg.node); err != nil {
+			return nil, err
+		}
+	}
+	align := os.Getpagesize()
+	if cfg.huge {
+		align = max(hugePageSize(), align)
+	}
+	length := blockSize * blocks
+	if length > maxInt-align {
+		return nil, fmt.Errorf("%w: %d blocks of %d bytes: region overflows an int when rounded to %d bytes",
+			pool.ErrInvalidConfig, blocks, blockSize, align)
+	}
+	length = (length + align - 1) / align * align
+	return newBacking(blockSize, blocks, length, align, cfg)
+}
+
+const maxInt = int(^uint(0) >> 1)
+
+// Len returns the number of blocks; 0 after Close.
+func (b *Backing) Len() int { return b.n }
+
+// Block returns block i: blockSize bytes with no spare capacity, so an
+// append cannot spill into block i+1. It panics if i is not in [0, Len()),
+// as indexing a slice does; after Close every index is out of range.
+func (b *Backing) Block(i int) []byte {
+	if uint(i) >= uint(b.n) {
+		panic("mmap: block index " + strconv.Itoa(i) + " out of range [0, " + strconv.Itoa(b.n) + ")")
+	}
+	lo, hi := i*b.size, (i+1)*b.size
+	return b.mem[lo:hi:hi]
+}
+
+// Span returns the start address and length of the whole mapping: blocks
+// occupy the first Len()×blockSize bytes, and the length is rounded up to
+// the page size (the huge page size with WithHugePages). It returns 0, 0
+// after Close. The address is for diagnostics and for system calls such as
+// madvise on the region; it is not a Go pointer.
+func (b *Backing) Span() (addr uintptr, length int) { return b.addr, len(b.mem) }
+
+// Node returns the node of the last Bind (or WithNode) that succeeded, or -1
+// if the region was never bound. It is what was asked for; Placement reports
+// what the kernel did.
+func (b *Backing) Node() int {
+	if !b.bound {
+		return -1
+	}
+	return b.node
+}
+
+// Bind binds the whole region to NUMA node node: one mbind(2) call with
+// MPOL_BIND and MPOL_MF_STRICT. Pages faulted in afterwards are allocated
+// only on that node: when it runs out of memory the kernel reclaims, swaps
+// or OOM-kills rather than spill to another node. Call it before the blocks
+// are first touched: pages already faulted in are not moved, and if any of
+// them is on another node Bind fails with EIO (errors.Is(err, unix.EIO)),
+// although the kernel has then still applied the policy to later faults.
+//
+// Bind validates node before the call: it must be in [0, 4096) and, where
+// /sys/devices/system/node/possible is readable, a possible node of this
+// machine. A failure is a *BindError; match its Reason with errors.Is (for
+// example errors.Is(err, mmap.ReasonPermissionDenied)) and its errno with
+// errors.Is too. After Close, Bind fails with an error wrapping
+// pool.ErrClosed.
+func (b *Backing) Bind(node int) error {
+	if b.closed {
+		return fmt.Errorf("mmap: bind: %w", pool.ErrClosed)
+	}
+	if b.mem == nil {
+		return fmt.Errorf("%w: mmap: bind: backing was not built with New", pool.ErrInvalidArgument)
+	}
+	if err := checkNode(node); err != nil {
+		return err
+	}
+	if err := b.bind(node); err != nil {
+		return err
+	}
+	b.node, b.bound = node, true
+	return nil
+}
+
+// Placement reports the NUMA node that holds the first page of the region,
+// as the kernel sees it: get_mempolicy(2) with MPOL_F_NODE|MPOL_F_ADDR.
+//
+// A page that was never touched is on no node yet. Placement therefore
+// first faults the first page in, with madvise(MADV_POPULATE_WRITE), which
+// allocates it under the region's policy (on the bound node after a bind)
+// and leaves its contents unchanged; that page then counts against memory
+// like any touched page. Kernels before Linux 5.14 lack MADV_POPULATE_WRITE:
+// there Placement never writes, and fails with an error wrapping
+// errors.ErrUnsupported if the first page is not resident yet.
+//
+// The first page is a sample: the other pages follow the same policy but
+// are each placed when first touched (see /proc/self/numa_maps for counts
+// per node). On a kernel without NUMA, Placement fails with an error
+// wrapping ENOSYS (which matches errors.ErrUnsupported). After Close it
+// fails with an error wrapping pool.ErrClosed.
+func (b *Backing) Placement() (node int, err error) {
+	if b.closed {
+		return -1, fmt.Errorf("mmap: placement: %w", pool.ErrClosed)
+	}
+	if b.mem == nil {
+		return -1, fmt.Errorf("%w: mmap: placement: backing was not built with New", pool.ErrInvalidArgument)
+	}
+	return b.placement()
+}
+
+// Close unmaps the region, once: Len is 0 afterwards and a later Close
+// returns nil without unmapping again. Every slice returned by Block must be
+// dead by then (see the package doc).
+func (b *Backing) Close() error {
+	if b.closed || b.mem == nil {
+		b.closed = true
+		return nil
+	}
+	mem := b.mem
+	b.mem, b.addr, b.n, b.bound, b.closed = nil, 0, 0, false, true
+	if err := unmap(mem); err != nil {
+		return fmt.Errorf("mmap: munmap of %d bytes: %w", len(mem), err)
+	}
+	return nil
+}
+
+// Node is one NUMA node of the machine.
+type Node struct {
+	// ID is the node number, as Bind and WithNode take it.
+	ID int
+	// CPUs are the node's online CPUs, ascending. It is empty for a node
+	// with memory but no CPUs (a CXL or HBM memory expander, say).
+	CPUs []int
+}
+
+// Nodes lists the machine's online NUMA nodes and their CPUs, ascending by
+// ID, from sysfs (/sys/devices/system/node/online and nodeN/cpulist).
+//
+// On a kernel built without NUMA, which has no /sys/devices/system/node,
+// Nodes reports a single node 0 holding every online CPU
+// (/sys/devices/system/cpu/online): the machine is one memory node, though a
+// Bind to it fails with ENOSYS. It fails if sysfs is not mounted or cannot
+// be parsed, and with an error wrapping errors.ErrUnsupported on systems
+// other than Linux.
+func Nodes() ([]Node, error) { return nodes() }
+
+// Reason classifies a bind failure, in the vocabulary of the design record
+// (§3.6). A Reason is also an error, so a *BindError can be matched against
+// one with errors.Is.
+type Reason uint8
+
+// The reasons a bind fails.
+const (
+	// ReasonInvalidNode: the node is out of range or not a possible node of
+	// this machine; Bind rejected it before the system call.
+	ReasonInvalidNode Reason = iota + 1
+	// ReasonPermissionDenied: mbind failed with EPERM or EACCES, typically
+	// a seccomp filter (Docker's default profile) or a missing
+	// CAP_SYS_NICE.
+	ReasonPermissionDenied
+	// ReasonSyscallUnavailable: mbind failed with ENOSYS, a kernel built
+	// without NUMA (or a sandbox that hides the call).
+	ReasonSyscallUnavailable
+	// ReasonSyscallFailed: mbind failed with any other errno, for example
+	// EINVAL for a node that has no memory or is outside the process's
+	// cpuset, or EIO for pages already faulted in on another node.
+	ReasonSyscallFailed
+)
+
+// String returns the record's name of the reason: "invalid_node",
+// "permission_denied", "syscall_unavailable" or "syscall_failed".
+func (r Reason) String() string {
+	switch r {
+	case ReasonInvalidNode:
+		return "invalid_node"
+	case ReasonPermissionDenied:
+		return "permission_denied"
+	case ReasonSyscallUnavailable:
+		return "syscall_unavailable"
+	case ReasonSyscallFailed:
+		return "syscall_failed"
+	}
+	return "Reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Error returns "mmap: bind: " followed by the reason's name.
+func (r Reason) Error() string { return "mmap: bind: " + r.String() }
+
+// BindError reports a failed bind of a region to a NUMA node.
+type BindError struct {
+	// Node is the node the bind asked for.
+	Node int
+	// Reason classifies the failure.
+	Reason Reason
+	// Err is the errno of the failed mbind call (a syscall.Errno), or nil
+	// when the node was rejected before the call.
+	Err error
+	// Detail says why an invalid node was rejected; it may be empty.
+	Detail string
+}
+
+// Error describes the failure, for example
+// "mmap: bind to NUMA node 1: permission_denied: operation not permitted".
+func (e *BindError) Error() string {
+	s := "mmap: bind to NUMA node " + strconv.Itoa(e.Node) + ": " + e.Reason.String()
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the errno, so that errors.Is(err, unix.EPERM) and the like
+// work.
+func (e *BindError) Unwrap() error { return e.Err }
+
+// Is reports whether target is e's Reason, so that errors.Is(err,
+// mmap.ReasonSyscallUnavailable) and the like work.
+func (e *BindError) Is(target error) bool {
+	r, ok := target.(Reason)
+	return ok && r == e.Reason
+}
+
+// checkNode rejects a node outside [0, maxNodes) before any system call.
+func checkNode(node int) error {
+	if node < 0 || node >= maxNodes {
+		return &BindError{Node: node, Reason: ReasonInvalidNode,
+			Detail: "want 0 to " + strconv.Itoa(maxNodes-1)}
+	}
+	return nil
+}
