@@ -198,13 +198,14 @@ func (p *noGenPool) Bytes(h pool.Handle) ([]byte, error) {
 	}
 	return nil, pool.ErrStaleHandle
 }
-func (p *noGenPool) Drain() (int, error)        { return 0, nil }
-func (p *noGenPool) NewSender() (sender, error) { return p, nil }
-func (p *noGenPool) Stats() pool.Stats          { p.mu.Lock(); defer p.mu.Unlock(); return p.stats }
-func (p *noGenPool) Order() pool.Order          { return pool.LIFO }
-func (p *noGenPool) Close() error               { p.closed = true; return nil }
-func (p *noGenPool) other() subject             { return nil }
-func (p *noGenPool) abort()                     {}
+func (p *noGenPool) Drain() (int, error)         { return 0, nil }
+func (p *noGenPool) NewSender() (sender, error)  { return p, nil }
+func (p *noGenPool) Stats() pool.Stats           { p.mu.Lock(); defer p.mu.Unlock(); return p.stats }
+func (p *noGenPool) Order() pool.Order           { return pool.LIFO }
+func (p *noGenPool) Close() error                { p.closed = true; return nil }
+func (p *noGenPool) other() subject              { return nil }
+func (p *noGenPool) abort()                      {}
+func (p *noGenPool) bounds() (pool.Bounds, bool) { return pool.Bounds{}, false }
 
 // mislabeled is a real FIFO pool that claims to be LIFO.
 type mislabeled struct{ subject }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,6 +65,8 @@ type subject interface {
 	// abort releases goroutines blocked in the pool's transport without
 	// freeing the pool's memory.
 	abort()
+	// bounds reports the transport's bounds, if it is bounded.
+	bounds() (pool.Bounds, bool)
 }
 
 // sender is the remote side of a subject.
@@ -86,6 +89,42 @@ func (s poolSubject[B, T, P]) NewSender() (sender, error) {
 func (s poolSubject[B, T, P]) Order() pool.Order { return s.Policy().Order() }
 func (s poolSubject[B, T, P]) other() subject    { return nil }
 func (s poolSubject[B, T, P]) abort()            { _ = s.Transport().Close() }
+func (s poolSubject[B, T, P]) bounds() (pool.Bounds, bool) {
+	if b, ok := any(s.Transport()).(pool.BoundedTransport); ok {
+		return b.Bounds(), true
+	}
+	return pool.Bounds{}, false
+}
+
+// sendDraining frees chunk through snd on another goroutine while the owner
+// keeps draining, as a bounded transport needs. It returns how many blocks
+// the drains freed and what they reported; a failed send is a violation.
+func sendDraining(ctx context.Context, s subject, snd sender, chunk []pool.Handle) (int, []error, error) {
+	done := make(chan error, 1)
+	go func() { done <- snd.FreeChunk(chunk) }()
+	drained := 0
+	var reports []error
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return drained, reports, violationf(ErrContract, "sender FreeChunk: %v", err)
+			}
+			return drained, reports, nil
+		case <-ctx.Done():
+			return drained, reports, violationf(ErrDeadlock, "sender FreeChunk did not return while the owner drained")
+		default:
+		}
+		n, err := s.Drain()
+		drained += n
+		if err != nil {
+			reports = append(reports, err)
+		}
+		if n == 0 {
+			runtime.Gosched()
+		}
+	}
+}
 
 type withOther struct {
 	subject
@@ -586,27 +625,39 @@ func checkRemoteRejects(ctx context.Context, s subject) error {
 	if err != nil {
 		return violationf(ErrContract, "NewSender: %v", err)
 	}
-	if err := snd.FreeChunk(chunk); err != nil {
-		return violationf(ErrContract, "sender FreeChunk: %v", err)
+	drained, reports, err := sendDraining(ctx, s, snd, chunk)
+	if err != nil {
+		return err
 	}
-	var drained int
-	var report error
 	waitFor(ctx, func() bool {
 		n, err := s.Drain()
 		drained += n
 		if err != nil {
-			report = errors.Join(report, err)
+			reports = append(reports, err)
 		}
 		return s.Stats().RemoteDrained >= uint64(len(chunk))
 	})
-	var rej *pool.RejectedError
+	// A bounded transport may deliver the chunk over several drains, each
+	// reporting its own rejections.
+	rejected := 0
+	var first *pool.RejectedError
+	for _, r := range reports {
+		var rej *pool.RejectedError
+		if !errors.As(r, &rej) {
+			return violationf(ErrContract, "Drain reported %v, want a *pool.RejectedError", r)
+		}
+		if first == nil {
+			first = rej
+		}
+		rejected += rej.Rejected
+	}
 	switch {
 	case drained != 3:
-		return violationf(ErrLost, "Drain freed %d blocks, want the 3 good ones", drained)
-	case !errors.As(report, &rej) || rej.Rejected != bad:
-		return violationf(ErrContract, "Drain reported %v, want a *pool.RejectedError of %d handles", report, bad)
-	case !errors.Is(report, pool.ErrStaleHandle) || rej.First != stale:
-		return violationf(ErrContract, "Drain reported %v, want the first rejection to be the stale %v", report, stale)
+		return violationf(ErrLost, "drains freed %d blocks, want the 3 good ones", drained)
+	case first == nil || rejected != bad:
+		return violationf(ErrContract, "drains reported %v, want *pool.RejectedErrors of %d handles in all", reports, bad)
+	case !errors.Is(first, pool.ErrStaleHandle) || first.First != stale:
+		return violationf(ErrContract, "the first rejection reported is %v, want the stale %v", first, stale)
 	}
 	if err := statsWant(s, 0, 4, 4, uint64(bad)); err != nil {
 		return err
@@ -686,11 +737,16 @@ func checkAccounting(ctx context.Context, s subject) error {
 		case op < 8 && len(live) > 0: // remote free of a chunk
 			k := 1 + rng.IntN(min(len(live), 8))
 			chunk := live[len(live)-k:]
-			if err := snd.FreeChunk(chunk); err != nil {
-				return violationf(ErrContract, "step %d: sender FreeChunk: %v", step, err)
-			}
 			inflight = append(inflight, chunk...)
 			live = live[:len(live)-k]
+			got, reports, err := sendDraining(ctx, s, snd, chunk)
+			if got > len(inflight) || len(reports) > 0 {
+				return violationf(ErrDuplicated, "step %d: drains freed %d with %d in flight and reported %v", step, got, len(inflight), reports)
+			}
+			landed(got)
+			if err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
 		case op < 9: // drain everything in flight
 			got := 0
 			var drainErr error
@@ -812,6 +868,10 @@ func checkPoolAllocs(ctx context.Context, s subject) error {
 		return violationf(ErrContract, "NewSender: %v", err)
 	}
 	chunk := make([]pool.Handle, 16)
+	if b, ok := s.bounds(); ok && !b.Chunked {
+		// One goroutine sends and drains: the chunk must fit.
+		chunk = chunk[:min(16, b.Capacity)]
+	}
 	var opErr error
 	note := func(err error) {
 		if err != nil && opErr == nil {
