@@ -35,9 +35,11 @@
 // Every contender writes the same bytes at the same moment: right after
 // allocating a block, on the owner. Trace workloads write one byte at
 // offset 0 (TouchByte) or, in the touched variant, the whole block
-// (TouchFull); churn-touch always writes the whole block. locus contenders
-// write through the validated accessor Pool.Bytes; Go peers write through
-// their raw slice; go-heap's make also zeroes every block.
+// (TouchFull); churn-touch always writes the whole block. Every contender
+// writes through the raw slice its allocation returned (locus contenders
+// through Pool.AllocBytes's; locus-allocchunk, which allocates whole
+// chunks, through the validated Pool.Bytes); go-heap's make also zeroes
+// every block.
 //
 // # Contenders
 //

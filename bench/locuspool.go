@@ -13,9 +13,8 @@ import (
 
 // locusPool is a contender built from a composed locus pool. Workers free
 // finished lists with one Sender.FreeChunk each; the owner drains at step
-// start and step end; the touch goes through the validated accessor
-// pool.Bytes (the Go peers write through a raw slice: the only accessor
-// difference, documented in the output legend). With inline set there are
+// start and step end; the touch writes through the slice AllocBytes
+// returns with the handle, as the Go peers write through theirs. With inline set there are
 // no workers: Dispatch frees the list on the owner (the no-handoff floor).
 type locusPool[B pool.Backing, T pool.Transport, P pool.ReusePolicy] struct {
 	build  func(blocks int) (*pool.Pool[B, T, P], error)
@@ -77,17 +76,11 @@ func (c *locusPool[B, T, P]) Alloc(lists []int32, n int) error {
 	for _, l := range lists {
 		list := c.lists[l]
 		for range n {
-			h, err := c.p.Alloc()
+			h, b, err := c.p.AllocBytes()
 			if err != nil {
 				return err
 			}
-			if c.mode != TouchNone {
-				b, err := c.p.Bytes(h)
-				if err != nil {
-					return err
-				}
-				c.touch(b)
-			}
+			c.touch(b)
 			list = append(list, h)
 		}
 		c.lists[l] = list

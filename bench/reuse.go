@@ -60,12 +60,12 @@ func (r *reuseRig[B, T, P]) cycle() error {
 	return nil
 }
 
-// runReuse measures one harness-R configuration on a pool from build.
-func runReuse[B pool.Backing, T pool.Transport, P pool.ReusePolicy](build func(int) (*pool.Pool[B, T, P], error), touch bool, o Options) (run Run) {
+// newReuseRig builds harness R's steady state on a pool from build: 256
+// live chunks, then the untimed setup cycles.
+func newReuseRig[B pool.Backing, T pool.Transport, P pool.ReusePolicy](build func(int) (*pool.Pool[B, T, P], error), touch bool) (*reuseRig[B, T, P], error) {
 	p, err := build(ReuseBlocks)
 	if err != nil {
-		run.Err = err
-		return run
+		return nil, err
 	}
 	r := &reuseRig[B, T, P]{p: p, touch: touch, fills: new([ChurnSteps][BlockSize]byte)}
 	for s := range r.fills {
@@ -73,23 +73,45 @@ func runReuse[B pool.Backing, T pool.Transport, P pool.ReusePolicy](build func(i
 			r.fills[s][i] = byte(s)
 		}
 	}
-	defer func() { run.Err = errors.Join(run.Err, p.Close()) }()
+	fail := func(err error) (*reuseRig[B, T, P], error) { return nil, errors.Join(err, p.Close()) }
 	for slot := range ChurnLiveChunks {
 		if err := r.alloc(slot, 0); err != nil {
-			run.Err = err
-			return run
+			return fail(err)
 		}
 	}
 	for range reuseSetupCycles {
 		if err := r.cycle(); err != nil {
-			run.Err = err
-			return run
+			return fail(err)
 		}
 	}
 	if st := p.Stats(); st.Live != ChurnLiveChunks*ChurnChunkBlocks || st.Free != ReuseBlocks-st.Live {
-		run.Err = fmt.Errorf("setup: live %d free %d, want 4096 and 12288", st.Live, st.Free)
+		return fail(fmt.Errorf("setup: live %d free %d, want 4096 and 12288", st.Live, st.Free))
+	}
+	return r, nil
+}
+
+// close frees every live chunk, checks the pool balances and closes it.
+func (r *reuseRig[B, T, P]) close() error {
+	var err error
+	for slot := range r.window {
+		if err = r.p.FreeChunk(r.window[slot][:]); err != nil {
+			break
+		}
+	}
+	if st := r.p.Stats(); err == nil && (st.Live != 0 || st.Rejected != 0) {
+		err = fmt.Errorf("teardown: live %d rejected %d", st.Live, st.Rejected)
+	}
+	return errors.Join(err, r.p.Close())
+}
+
+// runReuse measures one harness-R configuration on a pool from build.
+func runReuse[B pool.Backing, T pool.Transport, P pool.ReusePolicy](build func(int) (*pool.Pool[B, T, P], error), touch bool, o Options) (run Run) {
+	r, err := newReuseRig(build, touch)
+	if err != nil {
+		run.Err = err
 		return run
 	}
+	defer func() { run.Err = errors.Join(run.Err, r.close()) }()
 	runtime.GC()
 	samples := make([]float64, 0, o.MaxTraces)
 	start := time.Now()
@@ -105,14 +127,5 @@ func runReuse[B pool.Backing, T pool.Transport, P pool.ReusePolicy](build func(i
 	}
 	run.Traces = len(samples)
 	run.Time = medianCI(samples)
-	for slot := range r.window {
-		if err := p.FreeChunk(r.window[slot][:]); err != nil {
-			run.Err = err
-			return run
-		}
-	}
-	if st := p.Stats(); st.Live != 0 || st.Rejected != 0 {
-		run.Err = fmt.Errorf("teardown: live %d rejected %d", st.Live, st.Rejected)
-	}
 	return run
 }

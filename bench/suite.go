@@ -303,5 +303,5 @@ const Legend = `Legend:
   gates      allocated = freed = blocks/trace every trace; submitted = drained; queues balanced; nothing rejected.
              A cell whose gates fail is INVALID and never ranked.
   touch      every contender writes the same bytes right after allocation on the owner: byte = 1 byte at offset 0,
-             full = all 4096 bytes; churn-touch always writes all 4096 bytes. locus contenders write through the
-             validated accessor pool.Bytes, Go peers through their raw slice; go-heap's make also zeroes 4 KiB.`
+             full = all 4096 bytes; churn-touch always writes all 4096 bytes. Every contender writes through the
+             slice its allocation returned (locus: Pool.AllocBytes); go-heap's make also zeroes 4 KiB.`

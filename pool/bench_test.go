@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/locus-go/locus"
+	"github.com/locus-go/locus/internal/handwritten"
 	"github.com/locus-go/locus/pool"
 )
 
 // BenchmarkPool compares the composed default pool with the hand-written
-// one (handwritten_test.go) on the two hot paths:
+// one (internal/handwritten) on the two hot paths:
 //
 //	op=allocfree: one Alloc and one Free on the owner.
 //	op=remotefree: one 16-block chunk's round trip: the owner allocates it,
@@ -35,14 +36,14 @@ func BenchmarkPool(b *testing.B) {
 		}
 	})
 	b.Run("op=allocfree/impl=handwritten", func(b *testing.B) {
-		p := newHWPool(64, 1024)
+		p := handwritten.New(64, 1024)
 		b.ReportAllocs()
 		for b.Loop() {
-			h, err := p.alloc()
+			h, err := p.Alloc()
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := p.free(h); err != nil {
+			if err := p.Free(h); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -82,27 +83,27 @@ func BenchmarkPool(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("op=remotefree/producers=%d/impl=handwritten", producers), func(b *testing.B) {
-			p := newHWPool(64, producers*batchChunks*chunkLen)
-			senders := make([]*hwSender, producers)
+			p := handwritten.New(64, producers*batchChunks*chunkLen)
+			senders := make([]*handwritten.Sender, producers)
 			for i := range senders {
-				senders[i] = p.newSender()
+				senders[i] = p.NewSender()
 			}
-			runRemote(b, producers, remoteOps[hwHandle]{
-				fill: func(chunks [][]hwHandle) {
+			runRemote(b, producers, remoteOps[handwritten.Handle]{
+				fill: func(chunks [][]handwritten.Handle) {
 					for _, c := range chunks {
-						if err := p.allocChunk(c); err != nil {
+						if err := p.AllocChunk(c); err != nil {
 							b.Error(err)
 						}
 					}
 				},
-				send: func(w int, chunks [][]hwHandle) {
+				send: func(w int, chunks [][]handwritten.Handle) {
 					for _, c := range chunks {
-						if err := senders[w].freeChunk(c); err != nil {
+						if err := senders[w].FreeChunk(c); err != nil {
 							b.Error(err)
 						}
 					}
 				},
-				drain: p.drain,
+				drain: p.Drain,
 			})
 		})
 	}

@@ -162,6 +162,19 @@ func (p *Pool[B, T, P]) refill(n int) error {
 	return nil
 }
 
+// AllocBytes is Alloc that also returns the block's memory, as Bytes would,
+// without validating the handle a second time: allocate and fill a block in
+// one call.
+func (p *Pool[B, T, P]) AllocBytes() (Handle, []byte, error) {
+	if p.c.free.len() == 0 {
+		if err := p.refill(1); err != nil {
+			return Handle{}, nil, err
+		}
+	}
+	h := p.c.take()
+	return h, p.c.blocks[h.idx], nil
+}
+
 // AllocChunk fills dst with newly allocated blocks, all or nothing: if fewer
 // than len(dst) blocks are free even after draining, it allocates none and
 // returns ErrExhausted.

@@ -234,3 +234,33 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		t.Fatalf("table append+release+drain: %v allocs, want 0", race)
 	}
 }
+
+func TestAllocBytes(t *testing.T) {
+	p := newPool(t, 2, lifo.Policy{})
+	h, b, err := p.AllocBytes()
+	require.NoError(t, err)
+	b2, err := p.Bytes(h)
+	require.NoError(t, err)
+	require.Same(t, &b[0], &b2[0])
+	require.Len(t, b, 32)
+	_, _, err = p.AllocBytes()
+	require.NoError(t, err)
+	_, _, err = p.AllocBytes()
+	require.ErrorIs(t, err, pool.ErrExhausted)
+	require.NoError(t, p.Free(h))
+	op := func() {
+		h, _, err := p.AllocBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Free(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := testing.AllocsPerRun(100, op); a != 0 {
+		t.Fatalf("AllocBytes+Free: %v allocs, want 0", a)
+	}
+	require.NoError(t, p.Close())
+	_, _, err = p.AllocBytes()
+	require.ErrorIs(t, err, pool.ErrClosed)
+}

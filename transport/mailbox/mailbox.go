@@ -35,7 +35,8 @@
 //
 // In steady state a Send and a Drain allocate nothing: nodes and their handle
 // slices are recycled through spare. A producer allocates a node only when
-// more of its chunks are in flight than ever before.
+// more of its chunks are in flight than ever before, and a node's slice only
+// when a chunk is longer than any the producer sent before.
 package mailbox
 
 import (
@@ -79,6 +80,7 @@ type Producer struct {
 	t     *Transport
 	b     *box
 	cache *node // spare nodes private to the producer
+	most  int   // the longest chunk sent so far
 }
 
 var _ pool.Producer = (*Producer)(nil)
@@ -117,6 +119,13 @@ func (p *Producer) Send(chunk []pool.Handle) error {
 		}
 	}
 	p.cache = n.next
+	if cap(n.handles) < len(chunk) {
+		// Size every node for the longest chunk seen, so that a recycled
+		// node regrows only when a longer chunk than ever arrives, not
+		// each time a short node meets a long chunk.
+		p.most = max(p.most, len(chunk))
+		n.handles = make([]pool.Handle, 0, p.most)
+	}
 	n.handles = append(n.handles[:0], chunk...)
 	old := p.b.head.Load()
 	for {
