@@ -471,7 +471,13 @@ func checkRemote(ctx context.Context, s subject) error {
 	// allocation means a live block was handed out twice.
 	live := make([]atomic.Bool, n)
 	jobs := make([]chan job, workers)
-	errc := make(chan error, workers)
+	errc := make(chan error, 1)
+	report := func(err error) {
+		select {
+		case errc <- err:
+		default: // keep the first
+		}
+	}
 	var freedJobs atomic.Int64 // jobs whose FreeChunk returned
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -484,27 +490,44 @@ func checkRemote(ctx context.Context, s subject) error {
 			for j := range jobs[w] {
 				// Read what the owner wrote, then write, so the race
 				// detector sees the handoff both ways.
+				// A worker that finds a violation reports it and goes on
+				// freeing, so the owner is not left waiting for blocks.
 				for k, h := range j.hs {
 					if j.mem[k][0] != byte(h.Generation()) {
-						errc <- violationf(ErrAliased, "worker read %#x in %v, owner wrote %#x", j.mem[k][0], h, byte(h.Generation()))
-						return
+						report(violationf(ErrAliased, "worker read %#x in %v, owner wrote %#x", j.mem[k][0], h, byte(h.Generation())))
 					}
 					j.mem[k][0] = 0
 					live[h.Index()].Store(false)
 				}
 				if err := snd.FreeChunk(j.hs); err != nil {
-					errc <- violationf(ErrContract, "sender FreeChunk: %v", err)
-					return
+					report(violationf(ErrContract, "sender FreeChunk: %v", err))
 				}
 				freedJobs.Add(1)
 			}
 		})
 	}
+	// stop ends the workers. It keeps draining while they finish: a worker
+	// blocked on a full bounded transport needs the owner to make room.
 	stop := func() {
 		for _, c := range jobs {
 			close(c)
 		}
-		wg.Wait()
+		idle := make(chan struct{})
+		go func() { wg.Wait(); close(idle) }()
+		for {
+			select {
+			case <-idle:
+				return
+			case <-ctx.Done():
+				s.abort() // release blocked workers; the case reports the deadlock
+				<-idle
+				return
+			default:
+			}
+			if n, _ := s.Drain(); n == 0 {
+				runtime.Gosched()
+			}
+		}
 	}
 	// A drain error here means a handle freed once was rejected: the
 	// transport delivered it twice or corrupted it.
@@ -571,9 +594,10 @@ func checkRemote(ctx context.Context, s subject) error {
 		total += len(hs)
 	}
 	stop()
-	close(errc)
-	for err := range errc {
+	select {
+	case err := <-errc:
 		return err
+	default:
 	}
 	// Every FreeChunk has returned: drain until nothing more comes.
 	for {
