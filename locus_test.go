@@ -1,6 +1,7 @@
 package locus_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/locus-go/locus"
@@ -35,7 +36,7 @@ func TestDefaultRejectsBadOptions(t *testing.T) {
 		{locus.WithBlockSize(0)},
 		{locus.WithBlocks(0)},
 		{locus.WithBlocks(-3)},
-		{locus.WithBlockSize(1 << 62), locus.WithBlocks(1 << 10)},
+		{locus.WithBlockSize(math.MaxInt/2 + 1), locus.WithBlocks(4)},
 	} {
 		if p, err := locus.Default(opts...); err == nil {
 			p.Close()

@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -53,7 +54,7 @@ func TestNewRejectsBadComponents(t *testing.T) {
 
 func TestHeapRejectsBadSizes(t *testing.T) {
 	for _, c := range []struct{ size, n int }{
-		{0, 1}, {1, 0}, {-1, 1}, {1, -1}, {1, pool.MaxBlocks + 1}, {1 << 62, 4},
+		{0, 1}, {1, 0}, {-1, 1}, {1, -1}, {1, pool.MaxBlocks + 1}, {math.MaxInt/2 + 1, 4},
 	} {
 		_, err := heap.New(c.size, c.n)
 		require.ErrorIs(t, err, pool.ErrInvalidConfig, "heap.New(%d, %d)", c.size, c.n)
