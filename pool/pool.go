@@ -179,7 +179,7 @@ func (p *Pool[B, T, P]) AllocBytes() (Handle, []byte, error) {
 // than len(dst) blocks are free even after draining, it allocates none and
 // returns ErrExhausted.
 func (p *Pool[B, T, P]) AllocChunk(dst []Handle) error {
-	if p.c.free.len() < len(dst) {
+	if p.c.free.len() < len(dst) || len(dst) == 0 {
 		if err := p.refill(len(dst)); err != nil {
 			return err
 		}

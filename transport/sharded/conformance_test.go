@@ -34,35 +34,29 @@ func TestConformanceTinyChunks(t *testing.T) {
 	})
 }
 
-// TestConformancePool runs the pool suite over both modes. Its pools have no
-// more blocks than a queue holds items, so no send can ever find a queue
-// full: the suite frees through senders on the owner goroutine without
-// draining in between, which would wait forever on a full queue. The default
-// per-handle capacity (64) already qualifies; chunk queues get 64 slots.
+// TestConformancePool runs the pool suite over both modes, with the defaults
+// and with tiny queues that keep the pool's workers waiting.
 func TestConformancePool(t *testing.T) {
-	chunks := func(t *testing.T) *sharded.Transport {
-		return mustNew(t, sharded.WithChunks(), sharded.WithCapacity(64))
+	for _, c := range []struct {
+		name string
+		opts []sharded.Option
+	}{
+		{"sharded-handles", nil},
+		{"sharded-handles-tiny", []sharded.Option{sharded.WithCapacity(4), sharded.WithBatch(2)}},
+		{"sharded-chunks", []sharded.Option{sharded.WithChunks()}},
+		{"sharded-chunks-tiny", []sharded.Option{sharded.WithChunks(), sharded.WithCapacity(1), sharded.WithBatch(1)}},
+	} {
+		t.Run("backing=heap/transport="+c.name+"/policy=lifo", func(t *testing.T) {
+			conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *sharded.Transport, lifo.Policy] {
+				return mustPool(t, mustNew(t, c.opts...), lifo.Policy{})
+			})
+		})
+		t.Run("backing=heap/transport="+c.name+"/policy=fifo", func(t *testing.T) {
+			conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *sharded.Transport, fifo.Policy] {
+				return mustPool(t, mustNew(t, c.opts...), fifo.Policy{})
+			})
+		})
 	}
-	t.Run("heap/sharded/lifo", func(t *testing.T) {
-		conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *sharded.Transport, lifo.Policy] {
-			return mustPool(t, mustNew(t), lifo.Policy{})
-		})
-	})
-	t.Run("heap/sharded/fifo", func(t *testing.T) {
-		conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *sharded.Transport, fifo.Policy] {
-			return mustPool(t, mustNew(t), fifo.Policy{})
-		})
-	})
-	t.Run("heap/sharded-chunks/lifo", func(t *testing.T) {
-		conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *sharded.Transport, lifo.Policy] {
-			return mustPool(t, chunks(t), lifo.Policy{})
-		})
-	})
-	t.Run("heap/sharded-chunks/fifo", func(t *testing.T) {
-		conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *sharded.Transport, fifo.Policy] {
-			return mustPool(t, chunks(t), fifo.Policy{})
-		})
-	})
 }
 
 func mustNew(t testing.TB, opts ...sharded.Option) *sharded.Transport {

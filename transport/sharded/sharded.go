@@ -98,6 +98,7 @@
 package sharded
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -119,6 +120,8 @@ type Transport struct {
 }
 
 var _ pool.BoundedTransport = (*Transport)(nil)
+
+var errZero = fmt.Errorf("%w: sharded: zero Transport; make it with New", pool.ErrInvalidConfig)
 
 // New returns a transport with no producers yet. By default every handle is
 // an item and each queue holds DefaultCapacity of them, drained DefaultBatch
@@ -146,8 +149,15 @@ func (t *Transport) Bounds() pool.Bounds {
 
 // NewProducer adds a queue for one producer goroutine and returns its
 // endpoint, a *Producer. Safe to call from any goroutine, also while the owner
-// drains. It fails with pool.ErrClosed after Close.
+// drains. It fails with pool.ErrClosed after Close, and with an error wrapping
+// pool.ErrInvalidConfig on a Transport not made by New.
 func (t *Transport) NewProducer() (pool.Producer, error) {
+	if t.closed.Load() {
+		return nil, pool.ErrClosed
+	}
+	if t.done == nil {
+		return nil, errZero
+	}
 	q := &queue{wake: make(chan struct{}, 1)}
 	if t.chunked {
 		q.chunks = make([][]pool.Handle, t.capacity)
@@ -228,7 +238,9 @@ func (t *Transport) Close() error {
 	t.mu.Lock()
 	if !t.closed.Load() {
 		t.closed.Store(true)
-		close(t.done)
+		if t.done != nil { // nil in a zero Transport
+			close(t.done)
+		}
 	}
 	t.mu.Unlock()
 	return nil

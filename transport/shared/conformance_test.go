@@ -24,21 +24,27 @@ func TestConformanceTiny(t *testing.T) {
 	})
 }
 
-// TestConformancePool runs the pool suite over the default queue. Its pools
-// have fewer blocks than the queue holds, so no send can ever find it full:
-// the suite frees through senders on the owner goroutine without draining in
-// between, which would wait forever on a full queue.
+// TestConformancePool runs the pool suite over the default queue and over a
+// tiny one that keeps the pool's workers waiting.
 func TestConformancePool(t *testing.T) {
-	t.Run("heap/shared/lifo", func(t *testing.T) {
-		conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *shared.Transport, lifo.Policy] {
-			return mustPool(t, mustNew(t), lifo.Policy{})
+	for _, c := range []struct {
+		name string
+		opts []shared.Option
+	}{
+		{"shared", nil},
+		{"shared-tiny", []shared.Option{shared.WithCapacity(4), shared.WithBatch(2)}},
+	} {
+		t.Run("backing=heap/transport="+c.name+"/policy=lifo", func(t *testing.T) {
+			conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *shared.Transport, lifo.Policy] {
+				return mustPool(t, mustNew(t, c.opts...), lifo.Policy{})
+			})
 		})
-	})
-	t.Run("heap/shared/fifo", func(t *testing.T) {
-		conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *shared.Transport, fifo.Policy] {
-			return mustPool(t, mustNew(t), fifo.Policy{})
+		t.Run("backing=heap/transport="+c.name+"/policy=fifo", func(t *testing.T) {
+			conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *shared.Transport, fifo.Policy] {
+				return mustPool(t, mustNew(t, c.opts...), fifo.Policy{})
+			})
 		})
-	})
+	}
 }
 
 func mustNew(t testing.TB, opts ...shared.Option) *shared.Transport {

@@ -103,6 +103,7 @@
 package shared
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -145,6 +146,8 @@ type Transport struct {
 
 var _ pool.BoundedTransport = (*Transport)(nil)
 
+var errZero = fmt.Errorf("%w: shared: zero Transport; make it with New", pool.ErrInvalidConfig)
+
 // New returns an empty shared queue. Options set its capacity (default
 // DefaultCapacity) and drain batch (default DefaultBatch); invalid values fail
 // with an error wrapping pool.ErrInvalidConfig.
@@ -179,10 +182,14 @@ var _ pool.TryProducer = (*Producer)(nil)
 
 // NewProducer returns an endpoint for one producer goroutine. Safe to call
 // from any goroutine, also while the owner drains. It fails with
-// pool.ErrClosed after Close.
+// pool.ErrClosed after Close, and with an error wrapping
+// pool.ErrInvalidConfig on a Transport not made by New.
 func (t *Transport) NewProducer() (pool.Producer, error) {
 	if t.closed.Load() {
 		return nil, pool.ErrClosed
+	}
+	if t.q == nil {
+		return nil, errZero
 	}
 	t.producers.Add(1)
 	return &Producer{t: t}, nil

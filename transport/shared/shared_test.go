@@ -466,6 +466,26 @@ func TestZeroAllocs(t *testing.T) {
 	}
 }
 
+// TestZeroTransport: a Transport not made by New refuses producers instead of
+// panicking, and its other methods do nothing.
+func TestZeroTransport(t *testing.T) {
+	var tr shared.Transport
+	if _, err := tr.NewProducer(); !errors.Is(err, pool.ErrInvalidConfig) {
+		t.Fatalf("NewProducer on a zero Transport = %v, want pool.ErrInvalidConfig", err)
+	}
+	tr.Drain(pool.NewSink(func([]pool.Handle) { t.Error("delivered from a zero Transport") }))
+	_ = tr.Stats()
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.NewProducer(); !errors.Is(err, pool.ErrClosed) {
+		t.Fatalf("NewProducer after Close = %v, want pool.ErrClosed", err)
+	}
+}
+
 // Helpers.
 
 func mustProducer(t testing.TB, tr *shared.Transport) pool.TryProducer {
