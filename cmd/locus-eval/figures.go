@@ -112,7 +112,8 @@ func velocityFigure(file string, rs []*bench.Result, ws, cs []string) error {
 		p.Add(s, eb)
 		p.Legend.Add(w, s)
 	}
-	return p.Save(vg.Length(60+70*len(cs))*vg.Points(1)+4*vg.Inch, 5*vg.Inch, file)
+	p.Y.Max *= 6 // headroom for the legend (log scale)
+	return p.Save(vg.Length(60+70*len(cs))*vg.Points(1)+5*vg.Inch, 5*vg.Inch, file)
 }
 
 // qualityFigure: peak / theoretical peak per contender and workload, with
@@ -150,7 +151,8 @@ func qualityFigure(file string, rs []*bench.Result, ws, cs []string) error {
 	one.Width = vg.Points(1.5)
 	p.Add(one)
 	p.Legend.Add("1.0 (theoretical)", one)
-	return p.Save(vg.Length(60+70*len(cs))*vg.Points(1)+4*vg.Inch, 5*vg.Inch, file)
+	p.Y.Max *= 1.4 // headroom for the legend
+	return p.Save(vg.Length(60+70*len(cs))*vg.Points(1)+5*vg.Inch, 5*vg.Inch, file)
 }
 
 // touchFigure: median µs per trace of the touch-comparison contenders on
@@ -188,5 +190,6 @@ func touchFigure(file string, rs []*bench.Result, w string) error {
 		p.Add(b)
 		p.Legend.Add("touch="+m, b)
 	}
-	return p.Save(vg.Length(60+90*len(cs))*vg.Points(1)+3*vg.Inch, 4*vg.Inch, file)
+	p.Y.Max *= 1.3 // headroom for the legend
+	return p.Save(vg.Length(60+90*len(cs))*vg.Points(1)+4*vg.Inch, 4*vg.Inch, file)
 }
