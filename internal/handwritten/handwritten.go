@@ -49,6 +49,8 @@ type Pool struct {
 	senders []*Sender
 }
 
+const nodeHandles = 32 // as in transport/mailbox
+
 type node struct {
 	next    *node
 	handles []Handle
@@ -68,7 +70,7 @@ type Sender struct {
 	submitted atomic.Uint64
 	box       *box
 	cache     *node
-	most      int
+	owned     int
 	closed    *atomic.Bool
 	_         cpu.CacheLinePad
 }
@@ -211,7 +213,8 @@ func (p *Pool) NewSender() *Sender {
 	return s
 }
 
-// FreeChunk publishes a copy of chunk with one CAS.
+// FreeChunk publishes a copy of chunk, in nodes of nodeHandles handles, with
+// one CAS.
 func (s *Sender) FreeChunk(chunk []Handle) error {
 	if s.closed.Load() {
 		return pool.ErrClosed
@@ -220,26 +223,47 @@ func (s *Sender) FreeChunk(chunk []Handle) error {
 		return nil
 	}
 	s.submitted.Add(uint64(len(chunk)))
-	n := s.cache
-	if n == nil {
-		if n = s.box.spare.Swap(nil); n == nil {
-			n = new(node)
+	var top, bottom *node
+	for len(chunk) > 0 {
+		n := s.cache
+		if n == nil {
+			if n = s.box.spare.Swap(nil); n == nil {
+				n = s.grow()
+			}
 		}
+		s.cache = n.next
+		k := min(len(chunk), nodeHandles)
+		n.handles = append(n.handles[:0], chunk[:k]...)
+		chunk = chunk[k:]
+		n.next = top
+		if bottom == nil {
+			bottom = n
+		}
+		top = n
 	}
-	s.cache = n.next
-	if cap(n.handles) < len(chunk) {
-		s.most = max(s.most, len(chunk))
-		n.handles = make([]Handle, 0, s.most)
-	}
-	n.handles = append(n.handles[:0], chunk...)
 	old := s.box.head.Load()
 	for {
-		n.next = old
-		if s.box.head.CompareAndSwap(old, n) {
+		bottom.next = old
+		if s.box.head.CompareAndSwap(old, top) {
 			return nil
 		}
 		old = s.box.head.Load()
 	}
+}
+
+// grow doubles the sender's nodes, as transport/mailbox does.
+func (s *Sender) grow() *node {
+	k := max(s.owned, 1)
+	s.owned += k
+	nodes := make([]node, k)
+	hs := make([]Handle, k*nodeHandles)
+	for i := range nodes {
+		nodes[i].handles = hs[i*nodeHandles : i*nodeHandles : (i+1)*nodeHandles]
+		if i+1 < k {
+			nodes[i].next = &nodes[i+1]
+		}
+	}
+	return &nodes[0]
 }
 
 // Drain takes every mailbox and frees its handles oldest first; it returns

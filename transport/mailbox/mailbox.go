@@ -22,7 +22,8 @@
 // Each stack has exactly one pusher and one taker, and a taker removes the
 // whole stack at once, so a pushed node cannot come back to the top while its
 // pusher still holds the old top: the ABA problem of general Treiber stacks
-// cannot arise. A node is owned by exactly one party at a time (the producer's
+// cannot arise. A chunk is one chain of nodes, its last part on top; the
+// owner reverses the stack, so the parts come out in order. A node is owned by exactly one party at a time (the producer's
 // private cache, head, the owner during delivery, spare), so the producer
 // writes a chunk's handles only into a node nobody else can read, and the
 // owner reads them only after taking the node.
@@ -33,10 +34,11 @@
 // chunk (sync/atomic operations are sequentially consistent; see
 // https://go.dev/ref/mem). The same holds in reverse for nodes on spare.
 //
-// In steady state a Send and a Drain allocate nothing: nodes and their handle
-// slices are recycled through spare. A producer allocates a node only when
-// more of its chunks are in flight than ever before, and a node's slice only
-// when a chunk is longer than any the producer sent before.
+// In steady state a Send and a Drain allocate nothing: nodes, each a fixed
+// slice of 32 handles, are recycled through spare. A chunk longer than a node
+// is copied into a chain of nodes, pushed with the same one CAS. A producer
+// allocates nodes only when more of its handles are in flight than ever
+// before, and then doubles its stock, so such allocations are rare.
 package mailbox
 
 import (
@@ -61,9 +63,13 @@ var _ pool.Transport = (*Transport)(nil)
 // New returns an empty mailbox transport.
 func New() *Transport { return new(Transport) }
 
+// nodeHandles is the capacity of a node: 512 bytes of handles. A longer
+// chunk takes several nodes, still published with one CAS.
+const nodeHandles = 32
+
 type node struct {
 	next    *node
-	handles []pool.Handle
+	handles []pool.Handle // len 1 to nodeHandles; cap nodeHandles
 }
 
 type box struct {
@@ -80,7 +86,7 @@ type Producer struct {
 	t     *Transport
 	b     *box
 	cache *node // spare nodes private to the producer
-	most  int   // the longest chunk sent so far
+	owned int   // nodes allocated so far
 }
 
 var _ pool.Producer = (*Producer)(nil)
@@ -105,6 +111,11 @@ func (t *Transport) NewProducer() (pool.Producer, error) {
 
 // Send publishes a copy of chunk with one CAS. It never waits for the owner.
 // It fails with pool.ErrClosed after the transport is closed.
+//
+// The copy goes into nodes of nodeHandles handles each, linked so that the
+// chunk's last part is on top, and the whole chain is published at once: a
+// node never has to grow, so a producer allocates only when more handles
+// are in flight than ever before.
 func (p *Producer) Send(chunk []pool.Handle) error {
 	if p.t.closed.Load() {
 		return pool.ErrClosed
@@ -112,29 +123,57 @@ func (p *Producer) Send(chunk []pool.Handle) error {
 	if len(chunk) == 0 {
 		return nil
 	}
-	n := p.cache
-	if n == nil {
-		if n = p.b.spare.Swap(nil); n == nil {
-			n = new(node)
+	var top, bottom *node
+	for len(chunk) > 0 {
+		n := p.node()
+		k := min(len(chunk), nodeHandles)
+		n.handles = append(n.handles[:0], chunk[:k]...)
+		chunk = chunk[k:]
+		n.next = top // later parts go above earlier ones
+		if bottom == nil {
+			bottom = n
 		}
+		top = n
 	}
-	p.cache = n.next
-	if cap(n.handles) < len(chunk) {
-		// Size every node for the longest chunk seen, so that a recycled
-		// node regrows only when a longer chunk than ever arrives, not
-		// each time a short node meets a long chunk.
-		p.most = max(p.most, len(chunk))
-		n.handles = make([]pool.Handle, 0, p.most)
-	}
-	n.handles = append(n.handles[:0], chunk...)
 	old := p.b.head.Load()
 	for {
-		n.next = old
-		if p.b.head.CompareAndSwap(old, n) {
+		bottom.next = old
+		if p.b.head.CompareAndSwap(old, top) {
 			return nil
 		}
 		old = p.b.head.Load()
 	}
+}
+
+// node takes a spare node: from the producer's cache, else everything the
+// owner has returned (one Swap), else a new batch.
+func (p *Producer) node() *node {
+	n := p.cache
+	if n == nil {
+		if n = p.b.spare.Swap(nil); n == nil {
+			n = p.grow()
+		}
+	}
+	p.cache = n.next
+	return n
+}
+
+// grow allocates as many nodes as the producer already owns (at least one),
+// in two allocations, and returns them linked. Doubling keeps allocations
+// rare, like a growing slice: their number is logarithmic in the most
+// handles ever in flight, for at most twice the memory.
+func (p *Producer) grow() *node {
+	k := max(p.owned, 1)
+	p.owned += k
+	nodes := make([]node, k)
+	hs := make([]pool.Handle, k*nodeHandles)
+	for i := range nodes {
+		nodes[i].handles = hs[i*nodeHandles : i*nodeHandles : (i+1)*nodeHandles]
+		if i+1 < k {
+			nodes[i].next = &nodes[i+1]
+		}
+	}
+	return &nodes[0]
 }
 
 // Drain takes every mailbox's chunks, one Swap per non-empty mailbox, and

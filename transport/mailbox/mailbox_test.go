@@ -140,3 +140,40 @@ func BenchmarkSendDrain(b *testing.B) {
 		tr.Drain(sink)
 	}
 }
+
+// TestLongChunks sends chunks that span several nodes: they arrive whole
+// and in order, and in steady state allocate nothing.
+func TestLongChunks(t *testing.T) {
+	tr := mailbox.New()
+	prod, _ := tr.NewProducer()
+	hs := handles(t, 600)
+	var got []pool.Handle
+	sink := pool.NewSink(func(c []pool.Handle) { got = append(got, c...) })
+	for _, n := range []int{528, 1, 33, 64, 600} {
+		must(t, prod.Send(hs[:n]))
+		must(t, prod.Send(hs[n-1:n]))
+		got = got[:0]
+		tr.Drain(sink)
+		if len(got) != n+1 {
+			t.Fatalf("chunk of %d: delivered %d handles, want %d", n, len(got), n+1)
+		}
+		for i := range n {
+			if got[i] != hs[i] {
+				t.Fatalf("chunk of %d: handle %d is %v, want %v", n, i, got[i], hs[i])
+			}
+		}
+		if got[n] != hs[n-1] {
+			t.Fatalf("chunk of %d: the next chunk arrived out of order", n)
+		}
+	}
+	discard := pool.NewSink(func([]pool.Handle) {})
+	op := func() {
+		must(t, prod.Send(hs[:528]))
+		must(t, prod.Send(hs[:7]))
+		tr.Drain(discard)
+	}
+	op()
+	if a := testing.AllocsPerRun(100, op); a != 0 && !raceEnabled {
+		t.Fatalf("Send of long chunks + Drain: %v allocs, want 0", a)
+	}
+}
