@@ -74,6 +74,10 @@ type core struct {
 
 var lastPoolID atomic.Uint32
 
+// nextPoolID returns a fresh pool id. Ids are 32 bits: a process would have
+// to create 2^32 pools before an id repeats and a handle of a long-closed
+// pool could pass the foreign check of a new one (its generation check
+// would still have to match).
 func nextPoolID() uint32 {
 	for {
 		if id := lastPoolID.Add(1); id != 0 {
