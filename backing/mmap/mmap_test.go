@@ -9,7 +9,6 @@ import (
 
 	"github.com/locus-go/locus/backing/mmap"
 	"github.com/locus-go/locus/conformance"
-	"github.com/locus-go/locus/policy/fifo"
 	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/mailbox"
@@ -427,30 +426,6 @@ func TestPool(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	conformance.TestBacking(t, func(t *testing.T) pool.Backing { return newBacking(t, 100, 37) })
-}
-
-func TestConformancePool(t *testing.T) {
-	t.Run("mmap/mailbox/lifo", func(t *testing.T) {
-		conformance.TestPool(t, func(t *testing.T) *pool.Pool[*mmap.Backing, *mailbox.Transport, lifo.Policy] {
-			return mustPool(t, lifo.Policy{})
-		})
-	})
-	t.Run("mmap/mailbox/fifo", func(t *testing.T) {
-		conformance.TestPool(t, func(t *testing.T) *pool.Pool[*mmap.Backing, *mailbox.Transport, fifo.Policy] {
-			return mustPool(t, fifo.Policy{})
-		})
-	})
-}
-
-// mustPool builds a pool of 128 mapped blocks of 64 bytes; the suite closes
-// it, which unmaps the backing.
-func mustPool[P pool.ReusePolicy](t *testing.T, p P) *pool.Pool[*mmap.Backing, *mailbox.Transport, P] {
-	t.Helper()
-	pl, err := pool.New(newBacking(t, 64, 128), mailbox.New(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pl
 }
 
 func BenchmarkNew(b *testing.B) {

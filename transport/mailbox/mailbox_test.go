@@ -6,7 +6,6 @@ import (
 
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/conformance"
-	"github.com/locus-go/locus/policy/fifo"
 	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/mailbox"
@@ -18,34 +17,6 @@ func TestConformance(t *testing.T) {
 
 func TestZeroValueIsReady(t *testing.T) {
 	conformance.TestTransport(t, func(t *testing.T) pool.Transport { return new(mailbox.Transport) })
-}
-
-func TestPoolConformance(t *testing.T) {
-	newHeap := func(t *testing.T) *heap.Backing {
-		b, err := heap.New(64, 256)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	t.Run("lifo", func(t *testing.T) {
-		conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *mailbox.Transport, lifo.Policy] {
-			p, err := pool.New(newHeap(t), mailbox.New(), lifo.Policy{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		})
-	})
-	t.Run("fifo", func(t *testing.T) {
-		conformance.TestPool(t, func(t *testing.T) *pool.Pool[*heap.Backing, *mailbox.Transport, fifo.Policy] {
-			p, err := pool.New(newHeap(t), mailbox.New(), fifo.Policy{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		})
-	})
 }
 
 // TestDeliveryOrderAcrossProducers pins the documented order: oldest first
