@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/locus-go/locus/backing/heap"
@@ -121,4 +122,100 @@ func benchTransport[T pool.Transport](b *testing.B, producers int, newT func() (
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*transportChunk), "ns/handle")
+}
+
+// BenchmarkSend measures the transports alone, without a pool: a 16-handle
+// chunk from Send to a sink that discards it. With producers=0 one goroutine
+// sends and then drains (the cost of the operations alone); otherwise that
+// many producers race an owner that drains in a loop (the cost of contention;
+// on a machine with few cores the producers also compete for the CPU).
+// Nothing bounds the chunks in flight here, so when producers outrun the
+// owner the unbounded mailbox allocates nodes for them; BenchmarkTransport,
+// where the owner's allocations bound them, shows 0 allocs/op.
+//
+//	go test ./bench -run '^$' -bench BenchmarkSend -count 6 | benchstat -col /transport -
+func BenchmarkSend(b *testing.B) {
+	transports := []struct {
+		name string
+		mk   func() (pool.Transport, error)
+	}{
+		{"mailbox", func() (pool.Transport, error) { return mailbox.New(), nil }},
+		{"sharded-handle", func() (pool.Transport, error) { return sharded.New() }},
+		{"sharded-chunk", func() (pool.Transport, error) { return sharded.New(sharded.WithChunks()) }},
+		{"shared", func() (pool.Transport, error) {
+			return shared.New(shared.WithCapacity(SharedCapacity), shared.WithBatch(SharedBatch))
+		}},
+	}
+	for _, producers := range []int{0, 1, 4} {
+		for _, tc := range transports {
+			b.Run(fmt.Sprintf("producers=%d/transport=%s", producers, tc.name), func(b *testing.B) {
+				tr, err := tc.mk()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Close()
+				if producers == 0 {
+					sendSerial(b, tr)
+				} else {
+					sendRacing(b, tr, producers)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*transportChunk), "ns/handle")
+			})
+		}
+	}
+}
+
+func sendSerial(b *testing.B, tr pool.Transport) {
+	prod, err := tr.NewProducer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := make([]pool.Handle, transportChunk)
+	sink := pool.NewSink(func([]pool.Handle) {})
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := prod.Send(chunk); err != nil {
+			b.Fatal(err)
+		}
+		tr.Drain(sink)
+	}
+}
+
+func sendRacing(b *testing.B, tr pool.Transport, producers int) {
+	var got atomic.Int64
+	sink := pool.NewSink(func(c []pool.Handle) { got.Add(int64(len(c))) })
+	prods := make([]pool.Producer, producers)
+	for i := range prods {
+		var err error
+		if prods[i], err = tr.NewProducer(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i, prod := range prods {
+		n := b.N / producers
+		if i < b.N%producers {
+			n++
+		}
+		wg.Go(func() {
+			chunk := make([]pool.Handle, transportChunk)
+			for range n {
+				if err := prod.Send(chunk); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for want := int64(b.N) * transportChunk; got.Load() < want; {
+		before := got.Load()
+		tr.Drain(sink)
+		if got.Load() == before {
+			runtime.Gosched()
+		}
+	}
+	wg.Wait()
+	b.StopTimer()
 }

@@ -98,20 +98,6 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func BenchmarkSendDrain(b *testing.B) {
-	tr := mailbox.New()
-	prod, _ := tr.NewProducer()
-	chunk := make([]pool.Handle, 16)
-	sink := pool.NewSink(func([]pool.Handle) {})
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := prod.Send(chunk); err != nil {
-			b.Fatal(err)
-		}
-		tr.Drain(sink)
-	}
-}
-
 // TestLongChunks sends chunks that span several nodes: they arrive whole
 // and in order, and in steady state allocate nothing.
 func TestLongChunks(t *testing.T) {

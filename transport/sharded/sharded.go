@@ -19,7 +19,7 @@
 // against 282–283 µs for the shared per-handle queue (0354, 3.5×). It is still
 // slower than transport/mailbox, the default: the mailbox beat it by 6–8 % on
 // the same trace (0357: 69–72 against 74–78 µs) with no capacity or batch to
-// tune and no producer ever waiting. BenchmarkSend (16-handle chunks, a 2-vCPU
+// tune and no producer ever waiting. bench's BenchmarkSend (16-handle chunks, a 2-vCPU
 // VM, Go 1.26) measures per handle about 4.1 ns for per-handle items, 1.4 ns
 // for chunk items and 1.8 ns for the mailbox when one goroutine sends and
 // drains, and 12–14, 4.3–6.9 and 1.9–3.8 ns when one to four producers race an

@@ -19,7 +19,7 @@
 // for the chunk mailbox (3.3×), 294–308 against 37.5–39.5 µs on burst-storm
 // and 622–646 against 60–66 µs on long-tail, and it never ranked better than
 // fourth of five. Every handle costs compare-and-swaps on cache lines that all
-// producers (the queue's head) and the owner (the slots) share: BenchmarkSend
+// producers (the queue's head) and the owner (the slots) share: bench's BenchmarkSend
 // measures about 15 ns per handle against 2 ns for transport/mailbox when one
 // goroutine sends and drains, and 47–102 ns against 2–4 ns when one to four
 // producers race an owner that drains in a loop (16-handle chunks, a 2-vCPU
