@@ -46,6 +46,9 @@ func WithBlocks(n int) Option { return optionFunc(func(c *config) { c.blocks = n
 func Default(opts ...Option) (*DefaultPool, error) {
 	cfg := config{blockSize: DefaultBlockSize, blocks: DefaultBlocks}
 	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("locus: %w: nil option", pool.ErrInvalidConfig)
+		}
 		o.apply(&cfg)
 	}
 	b, err := heap.New(cfg.blockSize, cfg.blocks)

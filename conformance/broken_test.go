@@ -67,6 +67,7 @@ func (t *aliasingTransport) Drain(sink *pool.Sink) {
 		sink.Put(c)
 	}
 }
+func (p aliasingProducer) Close() error { return nil }
 func (p aliasingProducer) Send(c []pool.Handle) error {
 	<-p.t.mu
 	p.t.pending = append(p.t.pending, c) // the bug: no copy
@@ -83,6 +84,7 @@ func (t stuckTransport) NewProducer() (pool.Producer, error) {
 	return stuckProducer{make(chan struct{})}, nil
 }
 func (p stuckProducer) Send([]pool.Handle) error { <-p.block; return nil }
+func (p stuckProducer) Close() error             { return nil }
 
 // flipPolicy changes its order on every call.
 type flipPolicy struct{ n *int }

@@ -34,14 +34,16 @@ type Backing interface {
 // NewProducer may be called from any goroutine, also while Drain runs. Drain
 // and Close are called by the owner only. A transport delivers every handle
 // that a Producer's Send accepted exactly once, in the order that producer
-// sent them, through a later Drain; a Send that returns nil happens before the
+// sent them, through later Drains; a Send that returns nil happens before the
 // Drain that delivers its handles. conformance.TestTransport checks this.
 type Transport interface {
 	// NewProducer returns a new endpoint for one producer goroutine.
 	NewProducer() (Producer, error)
-	// Drain passes every chunk published before the call to sink.Put. It
-	// may also pass chunks published during the call. A bounded transport
-	// may stop early at its drain batch limit.
+	// Drain passes every chunk published before the call to sink.Put, and
+	// may pass chunks published during the call. A bounded transport
+	// (BoundedTransport) takes at most Bounds().Batch items from each queue
+	// per call and leaves the rest for the next Drain; an unbounded one
+	// takes everything.
 	Drain(sink *Sink)
 	// Close stops the transport: later sends fail with ErrClosed and
 	// producers blocked on a full transport return. Chunks still pending
@@ -55,8 +57,15 @@ type Producer interface {
 	// Send publishes a chunk of freed handles. The transport copies what it
 	// needs: the caller may reuse chunk as soon as Send returns. A bounded
 	// transport blocks while it is full, without burning a core. Send fails
-	// only when the transport is closed.
+	// only when the producer or the transport is closed.
 	Send(chunk []Handle) error
+	// Close retires the producer: later Sends fail with ErrClosed, every
+	// handle it sent before is still delivered exactly once by later
+	// Drains, and once those are delivered the transport forgets the
+	// producer, so that retired producers cost later Drains nothing. Call
+	// it from the producer's goroutine after its last Send. Close may be
+	// called more than once; later calls do nothing and return nil.
+	Close() error
 }
 
 // TryProducer is a Producer of a bounded transport that can also refuse to

@@ -3,10 +3,12 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
 	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/sysmem"
 )
 
 // MaxBlocks is the largest capacity a pool accepts (2^30 blocks: 4 TiB of
@@ -18,20 +20,22 @@ const MaxBlocks = 1 << 30
 // transport T (how blocks freed on other goroutines come back) and a reuse
 // policy P (which free block is handed out next).
 //
-// A Pool has one owner goroutine: Alloc, AllocChunk, Free, FreeChunk, Bytes,
-// Drain, Stats and Close must be called by one goroutine at a time (or with
-// external synchronization). Other goroutines free blocks through their own
-// Sender, made by NewSender, which is safe to call from any goroutine.
-// Remotely freed blocks return to the free list only when the owner drains:
-// explicitly, with Drain (once per scheduling step, off the allocation path),
-// or implicitly, when an allocation finds the free list empty.
+// A Pool has one owner goroutine: Alloc, AllocBytes, AllocChunk, Free,
+// FreeChunk, Bytes, Drain, Stats and Close must be called by one goroutine
+// at a time (or with external synchronization). Other goroutines free blocks
+// through their own Sender, made by NewSender, which is safe to call from any
+// goroutine, and read the accounting with Snapshot. Remotely freed blocks
+// return to the free list only when the owner drains: explicitly, with Drain
+// (once per scheduling step, off the allocation path), or implicitly, when
+// an allocation finds the free list short.
 //
 // Every handle passed in is validated against the block's generation: a stale,
 // double-freed, foreign, zero or out-of-range handle is rejected with an error
 // (see ErrInvalidHandle) and changes nothing but the Rejected count. A block is
 // never handed out twice while it is live.
 //
-// The zero Pool is not usable; build one with New. A Pool must not be copied.
+// The zero Pool is not usable (its calls fail with ErrClosed); build one with
+// New. A Pool must not be copied.
 type Pool[B Backing, T Transport, P ReusePolicy] struct {
 	_ noCopy
 	c core
@@ -39,16 +43,14 @@ type Pool[B Backing, T Transport, P ReusePolicy] struct {
 	t T
 	p P
 
-	closed  atomic.Bool // read by senders
-	mu      sync.Mutex  // guards senders
-	senders []*Sender
+	senders senders
 	final   Stats // Stats as they stood at Close
 }
 
 // core is the pool's per-block machinery, written without type parameters so
 // that every per-block step compiles to direct, inlinable code.
 type core struct {
-	id     uint32
+	id     uint32 // 0 in a zero Pool, which is never usable
 	fifo   bool
 	closed bool
 	size   int
@@ -63,6 +65,9 @@ type core struct {
 	rejected uint64
 	hwm      int
 
+	drains     uint64
+	drainSizes [DrainBuckets]uint64
+
 	// The first handle rejected by drains since the last report, kept
 	// without allocating until Drain builds the error.
 	rejN     int
@@ -70,6 +75,10 @@ type core struct {
 	rejErr   error
 
 	sink Sink
+
+	// pub is the accounting as the owner last published it, for Snapshot.
+	pubMu sync.Mutex
+	pub   Stats
 }
 
 var lastPoolID atomic.Uint32
@@ -86,19 +95,31 @@ func nextPoolID() uint32 {
 	}
 }
 
+// errZeroPool is what every call of a zero Pool returns.
+var errZeroPool = fmt.Errorf("%w: zero Pool; make it with pool.New", ErrClosed)
+
+// metaBytesPerBlock is what the pool itself keeps per block: the slice
+// header of its memory, its generation and up to two free-list slots.
+const metaBytesPerBlock = 24 + 8 + 8
+
 // New composes a pool from a backing, a transport and a reuse policy. Callers
 // never write the type arguments; they are inferred:
 //
 //	p, err := pool.New(b, mailbox.New(), lifo.Policy{})
 //
 // The pool takes ownership of b and t and releases them in Close. New fails
-// with an error wrapping ErrInvalidConfig if a component is nil, the policy's
-// order is invalid, or the backing's blocks are empty, of unequal sizes, too
-// many (see MaxBlocks) or have spare capacity; then b and t are still the
-// caller's.
+// with an error wrapping ErrInvalidConfig if a component is nil (a nil
+// interface or a typed nil pointer), the policy's order is invalid, or the
+// backing's blocks are empty, of unequal sizes, too many (see MaxBlocks) or
+// have spare capacity; then b and t are still the caller's.
 func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], error) {
-	if any(b) == nil || any(t) == nil || any(p) == nil {
-		return nil, fmt.Errorf("%w: nil component", ErrInvalidConfig)
+	for _, c := range []struct {
+		what string
+		v    any
+	}{{"backing", b}, {"transport", t}, {"policy", p}} {
+		if isNil(c.v) {
+			return nil, fmt.Errorf("%w: nil %s", ErrInvalidConfig, c.what)
+		}
 	}
 	order := p.Order()
 	if !order.Valid() {
@@ -108,8 +129,11 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 	if n <= 0 || n > MaxBlocks {
 		return nil, fmt.Errorf("%w: backing has %d blocks, want 1 to %d", ErrInvalidConfig, n, MaxBlocks)
 	}
-	blocks := make([][]byte, n)
+	if err := sysmem.Fits(uint64(n) * metaBytesPerBlock); err != nil {
+		return nil, fmt.Errorf("%w: metadata of %d blocks: %v", ErrInvalidConfig, n, err)
+	}
 	size := len(b.Block(0))
+	blocks := make([][]byte, n)
 	for i := range blocks {
 		blk := b.Block(i)
 		if len(blk) == 0 || len(blk) != size || cap(blk) != len(blk) {
@@ -132,7 +156,21 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 		c.free.pushBack(uint32(i))
 	}
 	c.sink.c = c
+	c.publish(pl.Stats())
 	return pl, nil
+}
+
+// isNil reports whether v is nil or a typed nil pointer, func or channel: a
+// component whose methods would dereference nil.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Chan, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // Alloc hands out a free block. If none is free it first drains pending remote
@@ -152,18 +190,38 @@ func (p *Pool[B, T, P]) allocSlow() (Handle, error) {
 	return p.c.take(), nil
 }
 
-// refill makes sure n blocks are free, draining if needed.
+// refill makes sure n blocks are free, draining while the free list is short
+// and drains still bring blocks back: a bounded transport hands over at most
+// a batch per queue per drain.
 func (p *Pool[B, T, P]) refill(n int) error {
-	if p.c.closed {
-		return ErrClosed
+	if err := p.c.usable(); err != nil {
+		return err
 	}
-	if p.c.free.len() < n {
-		p.t.Drain(&p.c.sink)
-		if p.c.free.len() < n {
-			return ErrExhausted
+	// Every drain that does not end the loop takes at least one handle, and
+	// a request can need at most the whole pool, so the loop ends even when
+	// producers keep sending.
+	for range len(p.c.gens) + 1 {
+		if p.c.free.len() >= n {
+			return nil
+		}
+		if p.drainOnce() == 0 {
+			break
 		}
 	}
-	return nil
+	if p.c.free.len() >= n {
+		return nil
+	}
+	return ErrExhausted
+}
+
+// drainOnce drains the transport once and returns how many handles it took.
+func (p *Pool[B, T, P]) drainOnce() uint64 {
+	before := p.c.drained
+	p.t.Drain(&p.c.sink)
+	got := p.c.drained - before
+	p.c.drains++
+	p.c.drainSizes[drainBucket(got)]++
+	return got
 }
 
 // AllocBytes is Alloc that also returns the block's memory, as Bytes would,
@@ -180,8 +238,9 @@ func (p *Pool[B, T, P]) AllocBytes() (Handle, []byte, error) {
 }
 
 // AllocChunk fills dst with newly allocated blocks, all or nothing: if fewer
-// than len(dst) blocks are free even after draining, it allocates none and
-// returns ErrExhausted.
+// than len(dst) blocks are free even after draining until no more remote
+// frees arrive, it allocates none and returns ErrExhausted. An empty dst
+// allocates nothing and returns nil (ErrClosed on a closed pool).
 func (p *Pool[B, T, P]) AllocChunk(dst []Handle) error {
 	if p.c.free.len() < len(dst) || len(dst) == 0 {
 		if err := p.refill(len(dst)); err != nil {
@@ -208,8 +267,8 @@ func (p *Pool[B, T, P]) Free(h Handle) error {
 // FreeChunk frees every handle of chunk. Bad handles are skipped, counted and
 // reported in a *RejectedError; the good ones are freed.
 func (p *Pool[B, T, P]) FreeChunk(chunk []Handle) error {
-	if p.c.closed {
-		return ErrClosed
+	if err := p.c.usable(); err != nil {
+		return err
 	}
 	var first Handle
 	var firstErr error
@@ -241,40 +300,58 @@ func (p *Pool[B, T, P]) Bytes(h Handle) ([]byte, error) {
 	return nil, p.c.reject(h)
 }
 
-// Drain moves every pending remote free back onto the free list and returns
-// how many blocks it freed. Call it once per scheduling step. Handles that
-// fail validation (here or in a drain done by an earlier Alloc) are counted in
-// Stats.Rejected and reported in a *RejectedError; the good handles beside
-// them are freed all the same.
+// Drain moves pending remote frees back onto the free list and returns how
+// many blocks it freed; call it once per scheduling step. It takes every
+// chunk published before it started, except that a bounded transport
+// (BoundedTransport) hands over at most Bounds().Batch items per queue per
+// Drain: call Drain again while it returns more to empty such a transport.
+// Allocations that find the free list short drain as often as that takes.
+//
+// Handles that fail validation (here or in a drain done by an earlier
+// allocation) are counted in Stats.Rejected and reported in a
+// *RejectedError; the good handles beside them are freed all the same.
+// Drain also publishes the accounting for Snapshot.
 func (p *Pool[B, T, P]) Drain() (int, error) {
-	if p.c.closed {
-		return 0, ErrClosed
+	if err := p.c.usable(); err != nil {
+		return 0, err
 	}
 	before := p.c.frees
-	p.t.Drain(&p.c.sink)
+	p.drainOnce()
+	p.c.publish(p.Stats())
 	return int(p.c.frees - before), p.c.report()
 }
 
-// NewSender returns a Sender for one producer goroutine.
+// NewSender returns a Sender for one producer goroutine. Senders are cheap,
+// but each holds an endpoint of the transport until it is closed: make one
+// per worker goroutine, or one per request and Close it when done.
 func (p *Pool[B, T, P]) NewSender() (*Sender, error) {
-	if p.closed.Load() {
+	if p.c.id == 0 {
+		return nil, errZeroPool
+	}
+	if p.senders.closed.Load() {
 		return nil, ErrClosed
 	}
 	prod, err := p.t.NewProducer()
 	if err != nil {
 		return nil, err
 	}
-	s := &Sender{prod: prod, closed: &p.closed}
+	if isNil(prod) {
+		return nil, fmt.Errorf("%w: transport returned a nil producer", ErrInvalidConfig)
+	}
+	s := &Sender{prod: prod, set: &p.senders}
 	s.try, _ = prod.(TryProducer)
-	p.mu.Lock()
-	p.senders = append(p.senders, s)
-	p.mu.Unlock()
+	p.senders.add(s)
 	return s, nil
 }
 
-// Stats returns the pool's accounting; after Close, as it stood at Close.
+// Stats returns the pool's accounting as it is now; after Close, as it stood
+// at Close. Only the owner may call it, like every other Pool method but
+// Snapshot; it also publishes what it returns for Snapshot.
 func (p *Pool[B, T, P]) Stats() Stats {
 	c := &p.c
+	if c.closed {
+		return p.final
+	}
 	c.markHigh()
 	order := LIFO
 	if c.fifo {
@@ -290,21 +367,40 @@ func (p *Pool[B, T, P]) Stats() Stats {
 		Frees:         c.frees,
 		RemoteDrained: c.drained,
 		Rejected:      c.rejected,
+		Drains:        c.drains,
+		DrainSizes:    c.drainSizes,
 	}
 	st.Live = int(c.allocs - c.frees)
-	if c.closed {
-		return p.final
+	if c.id != 0 {
+		st.RemoteSubmitted = p.senders.submitted()
+		c.publish(st)
 	}
-	p.mu.Lock()
-	for _, s := range p.senders {
-		st.RemoteSubmitted += s.submitted.Load()
+	return st
+}
+
+// Snapshot returns the pool's accounting as the owner last published it: at
+// its last Drain, Stats or Close, or at New. It is safe to call from any
+// goroutine, concurrently with the owner (a metrics scraper, say), and costs
+// the owner nothing until then. RemoteSubmitted is read at the call, so a
+// snapshot may count submissions its drains do not show yet, never the
+// reverse; every other count is as published, and the identities of Stats
+// hold within one snapshot.
+func (p *Pool[B, T, P]) Snapshot() Stats {
+	c := &p.c
+	c.pubMu.Lock()
+	st := c.pub
+	c.pubMu.Unlock()
+	if c.id != 0 {
+		st.RemoteSubmitted = max(st.RemoteSubmitted, p.senders.submitted())
 	}
-	p.mu.Unlock()
 	return st
 }
 
 // BlockSize returns the size of every block in bytes.
 func (p *Pool[B, T, P]) BlockSize() int { return p.c.size }
+
+// Capacity returns the number of blocks in the pool; 0 after Close.
+func (p *Pool[B, T, P]) Capacity() int { return len(p.c.gens) }
 
 // Backing returns the pool's backing.
 func (p *Pool[B, T, P]) Backing() B { return p.b }
@@ -319,11 +415,11 @@ func (p *Pool[B, T, P]) Policy() P { return p.p }
 // Close included, return ErrClosed, and so do the pool's senders. Slices
 // returned by Bytes must not be used after Close.
 func (p *Pool[B, T, P]) Close() error {
-	if p.c.closed {
-		return ErrClosed
+	if err := p.c.usable(); err != nil {
+		return err
 	}
 	c := &p.c
-	p.closed.Store(true) // senders stop first, so final counts hold still
+	p.senders.closed.Store(true) // senders stop first, so final counts hold still
 	p.final = p.Stats()
 	c.closed = true
 	// Dropping the metadata makes every handle fail validation (index out
@@ -331,6 +427,25 @@ func (p *Pool[B, T, P]) Close() error {
 	// closed check of its own.
 	c.blocks, c.gens, c.free = nil, nil, ring{}
 	return errors.Join(p.t.Close(), p.b.Close())
+}
+
+// usable returns the error of a pool that may not be used: ErrClosed once
+// closed, and for a zero Pool.
+func (c *core) usable() error {
+	switch {
+	case c.id == 0:
+		return errZeroPool
+	case c.closed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// publish makes st what Snapshot returns.
+func (c *core) publish(st Stats) {
+	c.pubMu.Lock()
+	c.pub = st
+	c.pubMu.Unlock()
 }
 
 // take pops a free block; the free list must not be empty.
@@ -373,8 +488,8 @@ func (c *core) put(h Handle) bool {
 
 // reject counts a refused handle and says why it was refused.
 func (c *core) reject(h Handle) error {
-	if c.closed {
-		return ErrClosed
+	if err := c.usable(); err != nil {
+		return err
 	}
 	c.rejected++
 	switch {

@@ -5,6 +5,9 @@ import "fmt"
 // Allocator hands out blocks all or nothing; *Pool is one.
 type Allocator interface {
 	AllocChunk(dst []Handle) error
+	// Capacity is the most blocks the allocator could ever hand out at
+	// once; a Table asks for no more.
+	Capacity() int
 }
 
 // ChunkFreer frees a chunk of blocks; *Pool (locally, on the owner) and
@@ -20,7 +23,8 @@ type ChunkFreer interface {
 //
 // A Table is used by one goroutine at a time: typically the owner appends
 // while the sequence runs, and a worker releases it when the request is done.
-// Its zero value is not usable; build one with NewTable.
+// Its zero value is not usable (Append fails with ErrInvalidArgument); build
+// one with NewTable.
 type Table struct {
 	tokensPerBlock int
 	tokens         int
@@ -49,14 +53,26 @@ func (t *Table) Handles() []Handle { return t.handles }
 
 // Append grows the sequence by tokens tokens, allocating from a the blocks the
 // new length needs. If a cannot provide them all it allocates none, leaves the
-// table as it was and returns a's error (ErrExhausted, say). A negative count,
-// or one that would overflow the length, fails with ErrInvalidArgument.
+// table as it was and returns a's error (ErrExhausted, say); a request for
+// more blocks than a's capacity fails with ErrExhausted before anything is
+// reserved. A negative count, or one that would overflow the length, fails
+// with ErrInvalidArgument, and so does a nil allocator or a zero Table.
 func (t *Table) Append(a Allocator, tokens int) error {
+	if t.tokensPerBlock <= 0 {
+		return fmt.Errorf("%w: zero Table; make it with NewTable", ErrInvalidArgument)
+	}
+	if a == nil {
+		return fmt.Errorf("%w: nil allocator", ErrInvalidArgument)
+	}
 	if tokens < 0 || tokens > int(^uint(0)>>1)-t.tokens {
 		return fmt.Errorf("%w: append %d tokens to %d", ErrInvalidArgument, tokens, t.tokens)
 	}
 	n := t.tokens + tokens
-	need := (n+t.tokensPerBlock-1)/t.tokensPerBlock - len(t.handles)
+	blocks := n/t.tokensPerBlock + min(n%t.tokensPerBlock, 1) // no overflow near MaxInt
+	need := blocks - len(t.handles)
+	if need > 0 && blocks > a.Capacity() {
+		return ErrExhausted // as AllocChunk would say, without reserving the handles first
+	}
 	if need > 0 {
 		old := len(t.handles)
 		t.handles = grow(t.handles, need)
@@ -75,6 +91,9 @@ func (t *Table) Append(a Allocator, tokens int) error {
 // for reuse. The table is empty afterwards even if f reports an error: the
 // blocks are no longer the table's either way.
 func (t *Table) Release(f ChunkFreer) error {
+	if f == nil {
+		return fmt.Errorf("%w: nil freer", ErrInvalidArgument)
+	}
 	err := f.FreeChunk(t.handles)
 	clear(t.handles)
 	t.handles = t.handles[:0]

@@ -34,6 +34,13 @@
 // chunk (sync/atomic operations are sequentially consistent; see
 // https://go.dev/ref/mem). The same holds in reverse for nodes on spare.
 //
+// Retirement: Producer.Close sets its box's retired flag after the
+// producer's last Send. Drain loads that flag before it takes the box's
+// chunks; a box seen retired there has delivered everything it will ever
+// hold (its last CAS happened before the flag's store, which the load
+// observed), so Drain then drops it from the list, and retired producers
+// cost later drains nothing.
+//
 // In steady state a Send and a Drain allocate nothing: nodes, each a fixed
 // slice of 32 handles, are recycled through spare. A chunk longer than a node
 // is copied into a chain of nodes, pushed with the same one CAS. A producer
@@ -53,7 +60,7 @@ import (
 // Transport is a set of per-producer chunk mailboxes. The zero value is ready
 // to use; New returns one too. It must not be copied after first use.
 type Transport struct {
-	mu     sync.Mutex             // serialises NewProducer
+	mu     sync.Mutex             // serialises changes to boxes
 	boxes  atomic.Pointer[[]*box] // copy-on-write list; Drain reads it without locking
 	closed atomic.Bool
 }
@@ -73,20 +80,26 @@ type node struct {
 }
 
 type box struct {
-	_     cpu.CacheLinePad
-	head  atomic.Pointer[node] // published chunks, newest first
-	_     cpu.CacheLinePad
-	spare atomic.Pointer[node] // delivered nodes, back to the producer
-	_     cpu.CacheLinePad
+	_       cpu.CacheLinePad
+	head    atomic.Pointer[node] // published chunks, newest first
+	_       cpu.CacheLinePad
+	spare   atomic.Pointer[node] // delivered nodes, back to the producer
+	retired atomic.Bool          // set by Producer.Close after the last Send
+	gone    bool                 // the owner's: seen retired before its last take
+	_       cpu.CacheLinePad
 }
 
 // Producer is one producer's mailbox endpoint. It is used by one goroutine at
-// a time.
+// a time. Its fields are written on every Send, so they sit on cache lines of
+// their own: producers on different cores never share one.
 type Producer struct {
-	t     *Transport
-	b     *box
-	cache *node // spare nodes private to the producer
-	owned int   // nodes allocated so far
+	_      cpu.CacheLinePad
+	t      *Transport
+	b      *box
+	cache  *node // spare nodes private to the producer
+	owned  int   // nodes allocated so far
+	closed bool  // Close was called
+	_      cpu.CacheLinePad
 }
 
 var _ pool.Producer = (*Producer)(nil)
@@ -117,7 +130,7 @@ func (t *Transport) NewProducer() (pool.Producer, error) {
 // node never has to grow, so a producer allocates only when more handles
 // are in flight than ever before.
 func (p *Producer) Send(chunk []pool.Handle) error {
-	if p.t.closed.Load() {
+	if p.closed || p.t.closed.Load() {
 		return pool.ErrClosed
 	}
 	if len(chunk) == 0 {
@@ -143,6 +156,19 @@ func (p *Producer) Send(chunk []pool.Handle) error {
 		}
 		old = p.b.head.Load()
 	}
+}
+
+// Close retires the producer: later Sends fail with pool.ErrClosed, what it
+// sent before is delivered by the owner's next Drain, which then forgets the
+// mailbox. Call it after the producer's last Send. Close is idempotent.
+func (p *Producer) Close() error {
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	p.cache = nil
+	p.b.retired.Store(true)
+	return nil
 }
 
 // node takes a spare node: from the producer's cache, else everything the
@@ -178,12 +204,19 @@ func (p *Producer) grow() *node {
 
 // Drain takes every mailbox's chunks, one Swap per non-empty mailbox, and
 // passes them to sink oldest first per producer, mailboxes in creation order.
+// It then forgets the mailboxes of retired producers.
 func (t *Transport) Drain(sink *pool.Sink) {
 	boxes := t.boxes.Load()
 	if boxes == nil {
 		return
 	}
+	gone := false
 	for _, b := range *boxes {
+		// Load retired before taking: if it is set, the producer's last
+		// Send happened before, so this take empties the box for good.
+		if b.retired.Load() {
+			b.gone, gone = true, true
+		}
 		if b.head.Load() == nil { // a plain load is cheaper than an empty Swap
 			continue
 		}
@@ -209,6 +242,26 @@ func (t *Transport) Drain(sink *pool.Sink) {
 			old = b.spare.Load()
 		}
 	}
+	if gone {
+		t.forget()
+	}
+}
+
+// forget drops the mailboxes Drain found retired. Only the owner reads the
+// list without the lock, and it is here, so the list can be compacted in
+// place; NewProducer copies it under the lock.
+func (t *Transport) forget() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.boxes.Load()
+	live := old[:0]
+	for _, b := range old {
+		if !b.gone {
+			live = append(live, b)
+		}
+	}
+	clear(old[len(live):])
+	t.boxes.Store(&live)
 }
 
 // Close makes later sends fail with pool.ErrClosed. Chunks still in the

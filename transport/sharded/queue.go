@@ -30,14 +30,18 @@ type queue struct {
 	head  atomic.Uint64 // items drained; written by the owner only
 	taken uint64        // the owner's copy of head
 	next  int           // the owner's: slot of item head
+	gone  bool          // the owner's: retired and fully drained
 	_     cpu.CacheLinePad
+
+	retired atomic.Bool // set by Producer.Close after the last Send
 }
 
 // Producer is one producer's endpoint: it owns one queue of the transport.
 // It is used by one goroutine at a time.
 type Producer struct {
-	t *Transport
-	q *queue // also holds the producer's own state, away from other producers'
+	t      *Transport
+	q      *queue // also holds the producer's own state, away from other producers'
+	closed bool
 }
 
 var _ pool.TryProducer = (*Producer)(nil)
@@ -49,7 +53,7 @@ var _ pool.TryProducer = (*Producer)(nil)
 // waiting; handles it enqueued before that are dropped with the transport. The
 // caller may reuse chunk as soon as Send returns.
 func (p *Producer) Send(chunk []pool.Handle) error {
-	if p.t.closed.Load() {
+	if p.closed || p.t.closed.Load() {
 		return pool.ErrClosed
 	}
 	if p.t.chunked {
@@ -80,7 +84,7 @@ func (p *Producer) Send(chunk []pool.Handle) error {
 // all or none with WithChunks. It returns pool.ErrFull if that was not all of
 // them, and pool.ErrClosed (having enqueued none) after Close.
 func (p *Producer) TrySend(chunk []pool.Handle) (int, error) {
-	if p.t.closed.Load() {
+	if p.closed || p.t.closed.Load() {
 		return 0, pool.ErrClosed
 	}
 	if len(chunk) == 0 {
@@ -102,6 +106,19 @@ func (p *Producer) TrySend(chunk []pool.Handle) (int, error) {
 		p.putHandle(h)
 	}
 	return len(chunk), nil
+}
+
+// Close retires the producer: later sends fail with pool.ErrClosed, and
+// once the owner's drains have taken everything it sent, the transport
+// forgets its queue. Call it after the producer's last Send. Close is
+// idempotent.
+func (p *Producer) Close() error {
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	p.q.retired.Store(true)
+	return nil
 }
 
 // room reports whether the queue has a free slot, loading head only when the

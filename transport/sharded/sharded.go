@@ -116,7 +116,8 @@ type Transport struct {
 	closed   atomic.Bool
 	done     chan struct{}            // closed by Close: releases parked producers
 	queues   atomic.Pointer[[]*queue] // copy-on-write list; Drain reads it without locking
-	mu       sync.Mutex               // serialises NewProducer and Close
+	mu       sync.Mutex               // serialises changes to queues, Close and Stats
+	retired  Stats                    // counters of forgotten queues; guarded by mu
 }
 
 var _ pool.BoundedTransport = (*Transport)(nil)
@@ -190,9 +191,39 @@ func (t *Transport) Drain(sink *pool.Sink) {
 	if qs == nil {
 		return
 	}
+	gone := false
 	for _, q := range *qs {
+		// Load retired before draining: if it is set, everything the
+		// producer will ever send is in the queue already.
+		retired := q.retired.Load()
 		t.drain(q, sink)
+		if retired && q.taken == q.tail.Load() {
+			q.gone, gone = true, true
+		}
 	}
+	if gone {
+		t.forget()
+	}
+}
+
+// forget drops the queues Drain found retired and empty, keeping their
+// counts. Stats reads the list from any goroutine, so it is copied.
+func (t *Transport) forget() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.queues.Load()
+	live := make([]*queue, 0, len(old))
+	for _, q := range old {
+		if !q.gone {
+			live = append(live, q)
+			continue
+		}
+		t.retired.Submitted += q.tail.Load()
+		t.retired.Drained += q.head.Load()
+		t.retired.Full += q.full.Load()
+		t.retired.Blocked += q.blocked.Load()
+	}
+	t.queues.Store(&live)
 }
 
 // drain takes up to a batch of items from one queue.
@@ -255,7 +286,7 @@ type Stats struct {
 	Capacity  int  // items each queue holds
 	Batch     int  // most items one Drain takes from each queue
 	Chunked   bool // whether an item is a whole chunk
-	Producers int  // queues, one per producer made by NewProducer
+	Producers int  // live queues: producers made by NewProducer and not yet retired and drained
 
 	Submitted uint64 // items published by sends
 	Drained   uint64 // items passed to a sink by Drain
@@ -264,10 +295,13 @@ type Stats struct {
 	Blocked   uint64 // times a Send found its queue full and waited for the owner
 }
 
-// Stats returns the counters of all queues. It is safe to call from any
-// goroutine.
+// Stats returns the counters of all queues, retired ones included. It is
+// safe to call from any goroutine.
 func (t *Transport) Stats() Stats {
-	st := Stats{Capacity: t.capacity, Batch: int(t.batch), Chunked: t.chunked}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.retired
+	st.Capacity, st.Batch, st.Chunked = t.capacity, int(t.batch), t.chunked
 	qs := t.queues.Load()
 	if qs == nil {
 		return st

@@ -175,7 +175,8 @@ func (t *Transport) Bounds() pool.Bounds {
 // Producer is one producer's endpoint of the shared queue. It is used by one
 // goroutine at a time.
 type Producer struct {
-	t *Transport
+	t      *Transport
+	closed bool
 }
 
 var _ pool.TryProducer = (*Producer)(nil)
@@ -202,7 +203,7 @@ func (t *Transport) NewProducer() (pool.Producer, error) {
 func (p *Producer) Send(chunk []pool.Handle) error {
 	t := p.t
 	for {
-		if t.closed.Load() {
+		if p.closed || t.closed.Load() {
 			return pool.ErrClosed
 		}
 		if len(chunk) == 0 {
@@ -225,7 +226,7 @@ func (p *Producer) Send(chunk []pool.Handle) error {
 // them, and pool.ErrClosed (having enqueued none) after Close.
 func (p *Producer) TrySend(chunk []pool.Handle) (int, error) {
 	t := p.t
-	if t.closed.Load() {
+	if p.closed || t.closed.Load() {
 		return 0, pool.ErrClosed
 	}
 	if len(chunk) == 0 {
@@ -238,6 +239,18 @@ func (p *Producer) TrySend(chunk []pool.Handle) (int, error) {
 		return n, pool.ErrFull
 	}
 	return n, nil
+}
+
+// Close retires the producer: later sends fail with pool.ErrClosed; what it
+// sent before stays queued for the owner. The shared queue keeps no state per
+// producer, so nothing else is released. Close is idempotent.
+func (p *Producer) Close() error {
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	p.t.producers.Add(-1)
+	return nil
 }
 
 // reserve takes room for up to want handles and returns how many it got; 0
@@ -359,7 +372,7 @@ func (t *Transport) Close() error {
 type Stats struct {
 	Capacity  int // handles the queue holds
 	Batch     int // most handles one Drain takes
-	Producers int // producers made by NewProducer
+	Producers int // producers made by NewProducer and not yet closed
 
 	Submitted uint64 // handles accepted by sends: Drained + Pending
 	Drained   uint64 // handles passed to a sink by Drain
