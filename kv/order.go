@@ -107,8 +107,10 @@ type decays struct {
 	items []int32
 }
 
-func (d *decays) Len() int           { return len(d.items) }
-func (d *decays) Less(a, b int) bool { return d.m.blocks[d.items[a]].expiry < d.m.blocks[d.items[b]].expiry }
+func (d *decays) Len() int { return len(d.items) }
+func (d *decays) Less(a, b int) bool {
+	return d.m.blocks[d.items[a]].expiry < d.m.blocks[d.items[b]].expiry
+}
 func (d *decays) Swap(a, b int) {
 	d.items[a], d.items[b] = d.items[b], d.items[a]
 	d.m.blocks[d.items[a]].heap = int32(a)
