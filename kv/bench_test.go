@@ -127,6 +127,8 @@ func BenchmarkReleaseShared(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	warm, _ := m.Fork(base)
+	_ = m.Release(warm)
 	b.ReportAllocs()
 	for b.Loop() {
 		id, err := m.Fork(base)
@@ -149,6 +151,9 @@ func BenchmarkRemoteRelease(b *testing.B) {
 	}
 	base, _, _ := m.Admit(vocab(5, 64*16), kv.Key{})
 	r, _ := m.NewReleaser()
+	warm, _ := m.Fork(base)
+	_ = r.Release(warm)
+	_, _ = m.Drain()
 	b.ReportAllocs()
 	for b.Loop() {
 		id, _ := m.Fork(base)
