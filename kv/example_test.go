@@ -49,7 +49,7 @@ func ExampleManager_Fork() {
 	defer m.Close()
 
 	a, _, _ := m.Admit(make([]uint32, 20), kv.Key{}) // a full block and a partial one
-	b, _ := m.Fork(a)                                 // beam search: two continuations
+	b, _ := m.Fork(a)                                // beam search: two continuations
 	_ = m.Append(b, []uint32{1})
 	_ = m.Append(a, []uint32{2})
 	st := m.Stats()
