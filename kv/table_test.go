@@ -84,3 +84,29 @@ func TestTableRejectsBadArguments(t *testing.T) {
 	require.Equal(t, 1, tbl.Tokens())
 	require.Equal(t, 1, tbl.TokensPerBlock())
 }
+
+func TestTableHotPathAllocatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts need warm runs")
+	}
+	p := newPool(t, 64, 32)
+	tbl, err := kv.NewTable(16)
+	require.NoError(t, err)
+	s, err := p.NewSender()
+	require.NoError(t, err)
+	op := func() {
+		if err := tbl.Append(p, 40); err != nil {
+			t.Fatal(err)
+		}
+		if err := tbl.Release(s); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Drain(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op()
+	if a := testing.AllocsPerRun(100, op); a != 0 {
+		t.Fatalf("table append+release+drain: %v allocs, want 0", a)
+	}
+}
