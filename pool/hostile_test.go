@@ -28,18 +28,18 @@ func TestZeroPoolRefusesEverything(t *testing.T) {
 	_, errDrain := p.Drain()
 	_, errSender := p.NewSender()
 	for name, err := range map[string]error{
-		"Alloc":           errAlloc,
-		"AllocBytes":      errAllocBytes,
-		"AllocChunk(1)":   p.AllocChunk(make([]pool.Handle, 1)),
-		"AllocChunk(0)":   p.AllocChunk(nil),
-		"Free":            p.Free(h),
-		"Free(zero)":      p.Free(pool.Handle{}),
-		"FreeChunk":       p.FreeChunk([]pool.Handle{h}),
-		"Bytes":           errBytes,
-		"Bytes(zero)":     errBytesZero,
-		"Drain":           errDrain,
-		"NewSender":       errSender,
-		"Close":           p.Close(),
+		"Alloc":         errAlloc,
+		"AllocBytes":    errAllocBytes,
+		"AllocChunk(1)": p.AllocChunk(make([]pool.Handle, 1)),
+		"AllocChunk(0)": p.AllocChunk(nil),
+		"Free":          p.Free(h),
+		"Free(zero)":    p.Free(pool.Handle{}),
+		"FreeChunk":     p.FreeChunk([]pool.Handle{h}),
+		"Bytes":         errBytes,
+		"Bytes(zero)":   errBytesZero,
+		"Drain":         errDrain,
+		"NewSender":     errSender,
+		"Close":         p.Close(),
 	} {
 		require.ErrorIs(t, err, pool.ErrClosed, name)
 		require.Contains(t, err.Error(), "zero Pool", name)
