@@ -1,0 +1,118 @@
+package metrics
+
+import (
+	"errors"
+	"reflect"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// namespace prefixes every metric name.
+const namespace = "locus"
+
+// A family is one metric family of a kind of source: its name, help and
+// variable labels, and how a snapshot of the source gives its samples. A
+// kind of source (pool, kv manager, publisher, ...) is a list of families;
+// collecting a source is writing each family from one snapshot.
+type family[S any] struct {
+	name, help string
+	labels     []string // variable labels
+	write      func(w *writer, s S)
+}
+
+// collector collects one source: it takes one snapshot per scrape and
+// writes every family from it, so that the samples of one scrape agree
+// with each other.
+type collector[S any] struct {
+	snapshot func() S
+	families []family[S]
+	descs    []*prometheus.Desc
+}
+
+// newCollector returns a collector of the families of one source, whose
+// metrics carry the constant label key=value. A nil snapshot function
+// (a nil source) makes a collector whose registration fails with err.
+func newCollector[S any](subsystem, key, value string, snapshot func() S, err error, families []family[S]) prometheus.Collector {
+	c := &collector[S]{snapshot: snapshot, families: families}
+	if err != nil {
+		c.descs = []*prometheus.Desc{prometheus.NewInvalidDesc(err)}
+		c.snapshot = nil
+		return c
+	}
+	constLabels := prometheus.Labels{key: value}
+	for _, f := range families {
+		name := prometheus.BuildFQName(namespace, subsystem, f.name)
+		c.descs = append(c.descs, prometheus.NewDesc(name, f.help, f.labels, constLabels))
+	}
+	return c
+}
+
+// Describe sends the descriptions of every family.
+func (c *collector[S]) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect takes one snapshot and sends every family's samples.
+func (c *collector[S]) Collect(ch chan<- prometheus.Metric) {
+	if c.snapshot == nil {
+		return
+	}
+	s := c.snapshot()
+	for i, f := range c.families {
+		f.write(&writer{ch: ch, desc: c.descs[i]}, s)
+	}
+}
+
+// writer sends the samples of one family. A sample it cannot build (label
+// values that do not fit the family) is sent as an invalid metric, which
+// fails the scrape with its error instead of panicking.
+type writer struct {
+	ch   chan<- prometheus.Metric
+	desc *prometheus.Desc
+}
+
+func (w *writer) send(m prometheus.Metric, err error) {
+	if err != nil {
+		m = prometheus.NewInvalidMetric(w.desc, err)
+	}
+	w.ch <- m
+}
+
+func (w *writer) counter(v uint64, labels ...string) {
+	w.send(prometheus.NewConstMetric(w.desc, prometheus.CounterValue, float64(v), labels...))
+}
+
+func (w *writer) gauge(v float64, labels ...string) {
+	w.send(prometheus.NewConstMetric(w.desc, prometheus.GaugeValue, v, labels...))
+}
+
+// histogram sends a histogram from per-bucket (not cumulative) counts:
+// counts[k] counts the observations at most bounds[k] and above the bound
+// before it; observations above the last bound count only in count.
+func (w *writer) histogram(bounds []float64, counts []uint64, count uint64, sum float64, labels ...string) {
+	buckets := make(map[float64]uint64, len(bounds))
+	cum := uint64(0)
+	for k, b := range bounds {
+		cum += counts[k]
+		buckets[b] = cum
+	}
+	w.send(prometheus.NewConstHistogram(w.desc, count, sum, buckets, labels...))
+}
+
+// errNilSource is the registration error of a collector of a nil source.
+var errNilSource = errors.New("locus/metrics: nil source")
+
+// isNil reports whether v is nil or a typed nil pointer, map, slice or
+// function, which a source interface may hold.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
+}
