@@ -1,7 +1,7 @@
 package metrics
 
 import (
-	"errors"
+	"fmt"
 	"reflect"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,15 +30,15 @@ type collector[S any] struct {
 }
 
 // newCollector returns a collector of the families of one source, whose
-// metrics carry the constant label key=value. A nil snapshot function
-// (a nil source) makes a collector whose registration fails with err.
-func newCollector[S any](subsystem, key, value string, snapshot func() S, err error, families []family[S]) prometheus.Collector {
-	c := &collector[S]{snapshot: snapshot, families: families}
-	if err != nil {
-		c.descs = []*prometheus.Desc{prometheus.NewInvalidDesc(err)}
-		c.snapshot = nil
+// metrics carry the constant label key=value. A nil source makes a
+// collector whose registration fails.
+func newCollector[S any](subsystem, key, value string, src interface{ Snapshot() S }, families []family[S]) prometheus.Collector {
+	c := &collector[S]{families: families}
+	if isNil(src) {
+		c.descs = []*prometheus.Desc{prometheus.NewInvalidDesc(fmt.Errorf("locus/metrics: %s %q: nil source", subsystem, value))}
 		return c
 	}
+	c.snapshot = src.Snapshot
 	constLabels := prometheus.Labels{key: value}
 	for _, f := range families {
 		name := prometheus.BuildFQName(namespace, subsystem, f.name)
@@ -100,9 +100,6 @@ func (w *writer) histogram(bounds []float64, counts []uint64, count uint64, sum 
 	}
 	w.send(prometheus.NewConstHistogram(w.desc, count, sum, buckets, labels...))
 }
-
-// errNilSource is the registration error of a collector of a nil source.
-var errNilSource = errors.New("locus/metrics: nil source")
 
 // isNil reports whether v is nil or a typed nil pointer, map, slice or
 // function, which a source interface may hold.

@@ -27,12 +27,7 @@ type PublisherSource interface {
 //
 // A subscriber sees a gap in the sequence numbers for every dropped batch.
 func NewPublisher(name string, p PublisherSource) prometheus.Collector {
-	var err error
-	snapshot := func() events.Stats { return p.Snapshot() }
-	if isNil(p) {
-		err = errNilSource
-	}
-	return newCollector("kv_events", "publisher", name, snapshot, err, publisherFamilies)
+	return newCollector[events.Stats]("kv_events", "publisher", name, p, publisherFamilies)
 }
 
 var publisherFamilies = []family[events.Stats]{

@@ -37,12 +37,7 @@ type ManagerSource interface {
 //	locus_kv_releases_total{via="owner"|"releaser"}    counter: sequences released
 //	locus_kv_rejected_releases_total                   counter: zero, foreign, stale or double releases
 func NewManager(name string, m ManagerSource) prometheus.Collector {
-	var err error
-	snapshot := func() kv.Stats { return m.Snapshot() }
-	if isNil(m) {
-		err = errNilSource
-	}
-	return newCollector("kv", "manager", name, snapshot, err, managerFamilies)
+	return newCollector[kv.Stats]("kv", "manager", name, m, managerFamilies)
 }
 
 var managerFamilies = []family[kv.Stats]{

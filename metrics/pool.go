@@ -35,12 +35,7 @@ type PoolSource interface {
 // Stats.RemoteDrained: the handles every drain took out of the transport,
 // rejected ones included, which equals the sum of the drains' sizes.
 func NewPool(name string, p PoolSource) prometheus.Collector {
-	var err error
-	snapshot := func() pool.Stats { return p.Snapshot() }
-	if isNil(p) {
-		err = errNilSource
-	}
-	return newCollector("pool", "pool", name, snapshot, err, poolFamilies)
+	return newCollector[pool.Stats]("pool", "pool", name, p, poolFamilies)
 }
 
 // drainBounds are the upper bounds of the drain histogram's buckets: every

@@ -104,4 +104,10 @@
 // MessagePack (github.com/tinylib/msgp's runtime, whose append functions
 // encode without reflection or allocation). Packages pool and kv import
 // neither.
+//
+// zmq4's PUB socket queues a message and writes it to each subscriber in
+// turn from a goroutine of its own: a subscriber that stops reading holds
+// up the others until the high-water mark discards messages. Its release
+// in use (v0.17.0) also leaves that goroutine parked after Close; make one
+// publisher per process, not one per request.
 package events

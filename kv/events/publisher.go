@@ -274,7 +274,7 @@ func (p *Publisher) run() {
 		case <-timer.C:
 			armed = p.steal()
 			if armed { // the owner was writing: try again soon
-				timer.Reset(p.cfg.interval / 4)
+				timer.Reset(max(p.cfg.interval/4, time.Microsecond))
 			}
 		case <-p.stop:
 			for {
