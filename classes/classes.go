@@ -24,6 +24,9 @@ var (
 	// ErrTooLarge: an allocation is larger than the largest class. It
 	// matches pool.ErrInvalidArgument.
 	ErrTooLarge = fmt.Errorf("classes: larger than the largest class: %w", pool.ErrInvalidArgument)
+	// ErrInvalidSize: an allocation of 0 bytes or less. It matches
+	// pool.ErrInvalidArgument.
+	ErrInvalidSize = fmt.Errorf("classes: allocation size must be positive: %w", pool.ErrInvalidArgument)
 )
 
 type handleError struct{ msg string }
@@ -155,17 +158,34 @@ func Default(classes []Class) (*DefaultPool, error) {
 // AllocClass for that). A size of 0 or less fails with an error wrapping
 // pool.ErrInvalidArgument, one above the largest class with ErrTooLarge.
 func (c *Pool[B, T, P]) Alloc(n int) (Handle, error) {
-	for k := range c.cls {
-		if cl := &c.cls[k]; n <= cl.size && n > 0 {
-			h, err := cl.p.Alloc()
-			if err != nil {
-				return Handle{}, err
-			}
-			cl.requested += uint64(n)
-			return Handle{block: h, class: uint32(k)}, nil
-		}
+	k := 0
+	for k < len(c.cls) && c.cls[k].size < n {
+		k++
 	}
-	return Handle{}, c.badSize(n)
+	if k == len(c.cls) || n <= 0 {
+		return Handle{}, c.refuse(n)
+	}
+	cl := &c.cls[k]
+	h, err := cl.p.Alloc()
+	if err != nil {
+		return Handle{}, err
+	}
+	cl.requested += uint64(n)
+	return Handle{block: h, class: uint32(k)}, nil
+}
+
+// refuse returns the error of an allocation of n bytes that no class takes,
+// without a call, so that Alloc stays small enough to inline.
+func (c *Pool[B, T, P]) refuse(n int) error {
+	switch {
+	case c.pubRequested == nil:
+		return errZeroPool
+	case c.closed:
+		return pool.ErrClosed
+	case n <= 0:
+		return ErrInvalidSize
+	}
+	return ErrTooLarge
 }
 
 // AllocBytes is Alloc that also returns the block's memory: the whole block
@@ -216,10 +236,10 @@ func (c *Pool[B, T, P]) badSize(n int) error {
 // Free returns a block to its class. A bad handle gets an error matching
 // pool.ErrInvalidHandle and changes nothing else.
 func (c *Pool[B, T, P]) Free(h Handle) error {
-	if h.class < uint32(len(c.cls)) {
-		return c.cls[h.class].p.Free(h.block)
+	if h.class >= uint32(len(c.cls)) {
+		return c.rejectClass()
 	}
-	return c.rejectClass()
+	return c.cls[h.class].p.Free(h.block)
 }
 
 // FreeChunk frees every handle of chunk, one pool.FreeChunk per class. Bad
@@ -288,8 +308,8 @@ func (c *Pool[B, T, P]) Bytes(h Handle) ([]byte, error) {
 
 // rejectClass counts a handle that names no class and says why.
 func (c *Pool[B, T, P]) rejectClass() error {
-	if err := c.usable(); err != nil {
-		return err
+	if c.pubRequested == nil || c.closed {
+		return c.usable()
 	}
 	c.rejected++
 	return ErrUnknownClass
