@@ -343,8 +343,8 @@ func (c *Pool[B, T, P]) Drain() (int, error) {
 // class: make one per worker goroutine, or one per request and Close it
 // when done. It is safe to call from any goroutine.
 func (c *Pool[B, T, P]) NewSender() (*Sender, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
+	if c.pubRequested == nil { // set once in New; closed is the owner's, so the pools report it
+		return nil, errZeroPool
 	}
 	s := &Sender{per: make([]*pool.Sender, len(c.cls)), parts: make([][]pool.Handle, len(c.cls)), rejected: &c.remoteRejected}
 	for k := range c.cls {

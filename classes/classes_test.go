@@ -2,6 +2,7 @@ package classes_test
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -34,7 +35,7 @@ func TestSplit(t *testing.T) {
 		{"equal bytes", 1 << 20, []int{4096, 65536}, nil, []classes.Class{{4096, 128}, {65536, 8}}},
 		{"weighted", 1 << 20, []int{4096, 65536}, []int{1, 3}, []classes.Class{{4096, 64}, {65536, 12}}},
 		{"rounds down", 1000, []int{300, 100}, nil, []classes.Class{{300, 1}, {100, 5}}},
-		{"huge budget", 1 << 62, []int{1 << 20}, []int{1 << 40}, []classes.Class{{1 << 20, 1 << 42}}},
+		{"budget × weight overflows", math.MaxInt, []int{1 << 20}, []int{1 << 30}, []classes.Class{{1 << 20, math.MaxInt >> 20}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := classes.Split(c.budget, c.sizes, c.weights)
@@ -348,4 +349,37 @@ func TestNoAllocations(t *testing.T) {
 			t.Errorf("%s allocates %v times per run", name, n)
 		}
 	}
+}
+
+// TestNewSenderRace makes senders on other goroutines while the owner
+// allocates, drains and closes; run it with -race.
+func TestNewSenderRace(t *testing.T) {
+	c, err := classes.Default([]classes.Class{{Size: 64, Blocks: 64}, {Size: 256, Blocks: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				s, err := c.NewSender()
+				if err != nil {
+					if !errors.Is(err, pool.ErrClosed) {
+						t.Error(err)
+					}
+					return
+				}
+				_ = s.Close()
+			}
+		})
+	}
+	for i := range 200 {
+		h, _ := c.Alloc(1 + i%256)
+		_ = c.Free(h)
+		_, _ = c.Drain()
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
 }

@@ -339,9 +339,7 @@ func FuzzOps(f *testing.F) {
 				if !slices.Equal(heard, m.evicted) {
 					t.Fatalf("step %d: Alloc(%d, %d) evicted %v, the model %v", step, want, c, heard, m.evicted)
 				}
-				for _, r := range m.evicted {
-					stale = append(stale, r)
-				}
+				stale = append(stale, m.evicted...)
 			case 2: // free a live run
 				r, mr := pick(arg)
 				if mr == nil {
