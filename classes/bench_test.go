@@ -16,7 +16,7 @@ import (
 // allocator with the same pair on a single pool of the same components
 // (Go-heap blocks, chunk mailbox, LIFO), side by side in one run:
 //
-//	impl=pool: a pool of 1024 blocks of 1 KiB.
+//	impl=pool: a pool of 1024 blocks of 64 B.
 //	impl=classes/class=k: four classes of 64 B, 256 B, 1 KiB and 4 KiB
 //	  (1024 blocks each); the size asked for falls in class k, so the
 //	  class lookup scans k+1 classes.
@@ -24,17 +24,8 @@ import (
 //
 // Compare with: go test -run '^$' -bench BenchmarkClasses -count 6 ./classes | benchstat -col /impl -
 func BenchmarkClasses(b *testing.B) {
-	cs := []classes.Class{{Size: 64, Blocks: 1024}, {Size: 256, Blocks: 1024}, {Size: 1024, Blocks: 1024}, {Size: 4096, Blocks: 1024}}
 	b.Run("op=allocfree/impl=pool", func(b *testing.B) {
-		hb, err := heap.New(1024, 1024)
-		if err != nil {
-			b.Fatal(err)
-		}
-		p, err := pool.New(hb, mailbox.New(), lifo.Policy{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer p.Close()
+		p := newSinglePool(b)
 		b.ReportAllocs()
 		for b.Loop() {
 			h, err := p.Alloc()
@@ -55,7 +46,7 @@ func BenchmarkClasses(b *testing.B) {
 		{"class=mixed", []int{48, 200, 1000, 4000}},
 	} {
 		b.Run("op=allocfree/impl=classes/"+c.name, func(b *testing.B) {
-			a := newDefault(b, cs)
+			a := newDefault(b, benchClasses)
 			i := 0
 			b.ReportAllocs()
 			for b.Loop() {
@@ -78,16 +69,8 @@ func BenchmarkClasses(b *testing.B) {
 // ratio classes/pool: the host's speed modes, which last far longer than
 // a block, then hit both sides alike.
 func BenchmarkClassesRatio(b *testing.B) {
-	hb, err := heap.New(64, 1024)
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := pool.New(hb, mailbox.New(), lifo.Policy{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
-	a := newDefault(b, []classes.Class{{Size: 64, Blocks: 1024}, {Size: 256, Blocks: 1024}, {Size: 1024, Blocks: 1024}, {Size: 4096, Blocks: 1024}})
+	p := newSinglePool(b)
+	a := newDefault(b, benchClasses)
 	const pairs = 4096
 	var poolNs, classNs, ratios []float64
 	for b.Loop() {
@@ -108,6 +91,25 @@ func BenchmarkClassesRatio(b *testing.B) {
 	b.ReportMetric(median(poolNs), "pool-ns/pair")
 	b.ReportMetric(median(classNs), "classes-ns/pair")
 	b.ReportMetric(median(ratios), "classes/pool")
+}
+
+// benchClasses are the classes of the benchmarks: 64 B, 256 B, 1 KiB and
+// 4 KiB, 1024 blocks each.
+var benchClasses = []classes.Class{{Size: 64, Blocks: 1024}, {Size: 256, Blocks: 1024}, {Size: 1024, Blocks: 1024}, {Size: 4096, Blocks: 1024}}
+
+// newSinglePool is the pool the classes are compared with: 1024 blocks of
+// 64 B, class 0's components and size.
+func newSinglePool(b *testing.B) *pool.Pool[*heap.Backing, *mailbox.Transport, lifo.Policy] {
+	hb, err := heap.New(64, 1024)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := pool.New(hb, mailbox.New(), lifo.Policy{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 func median(x []float64) float64 {

@@ -102,6 +102,16 @@ func newLive[R comparable](a runAllocator[R]) *live[R] {
 	return &live[R]{a: a, owner: make([]int, a.Accounting().Pages), runs: map[R]span{}}
 }
 
+// withLive runs f on a fresh allocator and its record, and closes it.
+func withLive[R comparable](newA func() (runAllocator[R], error), f func(*live[R]) error) error {
+	a, err := newA()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return f(newLive(a))
+}
+
 // alloc allocates n pages and checks the run against the record: in range,
 // of length n, on free pages, with memory of the right size.
 func (l *live[R]) alloc(n int) (R, error) {
@@ -222,53 +232,49 @@ func (l *live[R]) checkAccounting() error {
 }
 
 func checkChurn[R comparable](newA func() (runAllocator[R], error)) error {
-	a, err := newA()
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	l := newLive(a)
-	pages := len(l.owner)
-	rng := rand.New(rand.NewPCG(1, 2))
-	var handles []R
-	for op := range 3000 {
-		if len(handles) > 0 && rng.IntN(5) < 2 {
-			i := rng.IntN(len(handles))
-			if err := l.free(handles[i]); err != nil {
+	return withLive(newA, func(l *live[R]) error {
+		pages := len(l.owner)
+		rng := rand.New(rand.NewPCG(1, 2))
+		var handles []R
+		for op := range 3000 {
+			if len(handles) > 0 && rng.IntN(5) < 2 {
+				i := rng.IntN(len(handles))
+				if err := l.free(handles[i]); err != nil {
+					return fmt.Errorf("op %d: %v", op, err)
+				}
+				handles[i] = handles[len(handles)-1]
+				handles = handles[:len(handles)-1]
+			} else {
+				n := 1 + rng.IntN(pages/8)
+				if rng.IntN(16) == 0 {
+					n = 1 + rng.IntN(pages)
+				}
+				fits := l.fits(n)
+				r, err := l.alloc(n)
+				switch {
+				case err == nil:
+					handles = append(handles, r)
+				case errors.Is(err, pool.ErrExhausted) && !fits:
+				case errors.Is(err, pool.ErrExhausted):
+					return fmt.Errorf("op %d: Alloc(%d) = %v, but a free run holds it (free runs %v)", op, n, err, l.gaps())
+				default:
+					return fmt.Errorf("op %d: %v", op, err)
+				}
+			}
+			if err := l.checkAccounting(); err != nil {
 				return fmt.Errorf("op %d: %v", op, err)
 			}
-			handles[i] = handles[len(handles)-1]
-			handles = handles[:len(handles)-1]
-		} else {
-			n := 1 + rng.IntN(pages/8)
-			if rng.IntN(16) == 0 {
-				n = 1 + rng.IntN(pages)
-			}
-			fits := l.fits(n)
-			r, err := l.alloc(n)
-			switch {
-			case err == nil:
-				handles = append(handles, r)
-			case errors.Is(err, pool.ErrExhausted) && !fits:
-			case errors.Is(err, pool.ErrExhausted):
-				return fmt.Errorf("op %d: Alloc(%d) = %v, but a free run holds it (free runs %v)", op, n, err, l.gaps())
-			default:
-				return fmt.Errorf("op %d: %v", op, err)
+		}
+		for _, r := range handles {
+			if err := l.free(r); err != nil {
+				return err
 			}
 		}
 		if err := l.checkAccounting(); err != nil {
-			return fmt.Errorf("op %d: %v", op, err)
+			return fmt.Errorf("after freeing everything: %v", err)
 		}
-	}
-	for _, r := range handles {
-		if err := l.free(r); err != nil {
-			return err
-		}
-	}
-	if err := l.checkAccounting(); err != nil {
-		return fmt.Errorf("after freeing everything: %v", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // rejected checks that err is a handle rejection.
@@ -361,36 +367,33 @@ func checkMerge[R comparable](newA func() (runAllocator[R], error)) error {
 }
 
 func mergeOnce[R comparable](newA func() (runAllocator[R], error), order []int) error {
-	a, err := newA()
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	l := newLive(a)
-	pages := len(l.owner)
-	sizes := []int{2, 3, 5, 7, pages - 17}
-	runs := make([]R, len(sizes))
-	for i, n := range sizes {
-		if runs[i], err = l.alloc(n); err != nil {
-			return fmt.Errorf("filling the region: %v", err)
-		}
-	}
-	if err := l.checkAccounting(); err != nil {
-		return err
-	}
-	for _, i := range append(order, 0, 4) {
-		if err := l.free(runs[i]); err != nil {
-			return err
+	return withLive(newA, func(l *live[R]) error {
+		pages := len(l.owner)
+		sizes := []int{2, 3, 5, 7, pages - 17}
+		runs := make([]R, len(sizes))
+		for i, n := range sizes {
+			var err error
+			if runs[i], err = l.alloc(n); err != nil {
+				return fmt.Errorf("filling the region: %v", err)
+			}
 		}
 		if err := l.checkAccounting(); err != nil {
-			return fmt.Errorf("after freeing run %d: %v", i, err)
+			return err
 		}
-	}
-	whole, err := l.alloc(pages)
-	if err != nil {
-		return fmt.Errorf("one run of the whole region after freeing everything: %v", err)
-	}
-	return l.free(whole)
+		for _, i := range append(order, 0, 4) {
+			if err := l.free(runs[i]); err != nil {
+				return err
+			}
+			if err := l.checkAccounting(); err != nil {
+				return fmt.Errorf("after freeing run %d: %v", i, err)
+			}
+		}
+		whole, err := l.alloc(pages)
+		if err != nil {
+			return fmt.Errorf("one run of the whole region after freeing everything: %v", err)
+		}
+		return l.free(whole)
+	})
 }
 
 func permutations(xs []int) [][]int {
@@ -408,42 +411,39 @@ func permutations(xs []int) [][]int {
 }
 
 func checkExhaustion[R comparable](newA func() (runAllocator[R], error)) error {
-	a, err := newA()
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	l := newLive(a)
-	pages := len(l.owner)
-	ones := make([]R, pages)
-	for i := range ones {
-		if ones[i], err = l.alloc(1); err != nil {
-			return fmt.Errorf("filling the region page by page: %v", err)
+	return withLive(newA, func(l *live[R]) error {
+		pages := len(l.owner)
+		ones := make([]R, pages)
+		for i := range ones {
+			var err error
+			if ones[i], err = l.alloc(1); err != nil {
+				return fmt.Errorf("filling the region page by page: %v", err)
+			}
 		}
-	}
-	before := a.Accounting()
-	if _, err := a.Alloc(1); !errors.Is(err, pool.ErrExhausted) {
-		return fmt.Errorf("Alloc(1) on a full region = %v, want pool.ErrExhausted", err)
-	}
-	if after := a.Accounting(); after != before {
-		return fmt.Errorf("a refused allocation changed the accounting from %+v to %+v", before, after)
-	}
-	for i := 0; i < pages; i += 2 { // every other page free: half free, none contiguous
-		if err := l.free(ones[i]); err != nil {
+		before := l.a.Accounting()
+		if _, err := l.a.Alloc(1); !errors.Is(err, pool.ErrExhausted) {
+			return fmt.Errorf("Alloc(1) on a full region = %v, want pool.ErrExhausted", err)
+		}
+		if after := l.a.Accounting(); after != before {
+			return fmt.Errorf("a refused allocation changed the accounting from %+v to %+v", before, after)
+		}
+		for i := 0; i < pages; i += 2 { // every other page free: half free, none contiguous
+			if err := l.free(ones[i]); err != nil {
+				return err
+			}
+		}
+		if err := l.checkAccounting(); err != nil {
 			return err
 		}
-	}
-	if err := l.checkAccounting(); err != nil {
-		return err
-	}
-	before = a.Accounting()
-	if _, err := a.Alloc(2); !errors.Is(err, pool.ErrExhausted) {
-		return fmt.Errorf("Alloc(2) with %d single free pages = %v, want pool.ErrExhausted", before.Free, err)
-	}
-	if after := a.Accounting(); after != before {
-		return fmt.Errorf("a refused allocation changed the accounting from %+v to %+v", before, after)
-	}
-	return nil
+		before = l.a.Accounting()
+		if _, err := l.a.Alloc(2); !errors.Is(err, pool.ErrExhausted) {
+			return fmt.Errorf("Alloc(2) with %d single free pages = %v, want pool.ErrExhausted", before.Free, err)
+		}
+		if after := l.a.Accounting(); after != before {
+			return fmt.Errorf("a refused allocation changed the accounting from %+v to %+v", before, after)
+		}
+		return nil
+	})
 }
 
 func checkArguments[R comparable](newA func() (runAllocator[R], error)) error {

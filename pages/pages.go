@@ -254,11 +254,12 @@ func (p *Pool) Free(r Run) error {
 	if p.evicting {
 		return ErrInEviction
 	}
-	if !p.valid(r) {
-		return p.reject(r)
+	m, err := p.lookup(r)
+	if err != nil {
+		return err
 	}
 	s := int32(r.first)
-	if m := &p.meta[s]; m.pins == 0 {
+	if m.pins == 0 {
 		p.unlist(s)
 	} else {
 		p.st.Pins -= uint64(m.pins)
@@ -276,14 +277,13 @@ func (p *Pool) Pin(r Run) error {
 	if p.evicting {
 		return ErrInEviction
 	}
-	if !p.valid(r) {
-		return p.reject(r)
+	m, err := p.lookup(r)
+	if err != nil {
+		return err
 	}
-	s := int32(r.first)
-	m := &p.meta[s]
 	switch m.pins {
 	case 0:
-		p.unlist(s)
+		p.unlist(int32(r.first))
 		p.st.PinnedRuns++
 	case math.MaxUint32:
 		return ErrPinLimit
@@ -300,11 +300,10 @@ func (p *Pool) Unpin(r Run) error {
 	if p.evicting {
 		return ErrInEviction
 	}
-	if !p.valid(r) {
-		return p.reject(r)
+	m, err := p.lookup(r)
+	if err != nil {
+		return err
 	}
-	s := int32(r.first)
-	m := &p.meta[s]
 	if m.pins == 0 {
 		return ErrNotPinned
 	}
@@ -312,17 +311,18 @@ func (p *Pool) Unpin(r Run) error {
 	p.st.Pins--
 	if m.pins == 0 {
 		p.st.PinnedRuns--
-		p.list(s)
+		p.list(int32(r.first))
 	}
 	return nil
 }
 
 // Pins returns a run's pin count.
 func (p *Pool) Pins(r Run) (int, error) {
-	if !p.valid(r) {
-		return 0, p.reject(r)
+	m, err := p.lookup(r)
+	if err != nil {
+		return 0, err
 	}
-	return int(p.meta[r.first].pins), nil
+	return int(m.pins), nil
 }
 
 // Evict evicts unpinned runs of evictable content, lowest priority and least
@@ -350,28 +350,31 @@ func (p *Pool) Evict(pages int) (int, error) {
 // spare capacity. The slice stays valid until the Pool is closed, but the
 // pages belong to the caller only until the run is freed or evicted.
 func (p *Pool) Bytes(r Run) ([]byte, error) {
-	if !p.valid(r) {
-		return nil, p.reject(r)
+	m, err := p.lookup(r)
+	if err != nil {
+		return nil, err
 	}
 	lo := int(r.first) * p.pageSize
-	hi := lo + int(p.meta[r.first].n)*p.pageSize
+	hi := lo + int(m.n)*p.pageSize
 	return p.region[lo:hi:hi], nil
 }
 
 // Span returns a live run's first page and length in pages.
 func (p *Pool) Span(r Run) (first, n int, err error) {
-	if !p.valid(r) {
-		return 0, 0, p.reject(r)
+	m, err := p.lookup(r)
+	if err != nil {
+		return 0, 0, err
 	}
-	return int(r.first), int(p.meta[r.first].n), nil
+	return int(r.first), int(m.n), nil
 }
 
 // Content returns a live run's content type.
 func (p *Pool) Content(r Run) (Content, error) {
-	if !p.valid(r) {
-		return 0, p.reject(r)
+	m, err := p.lookup(r)
+	if err != nil {
+		return 0, err
 	}
-	return p.meta[r.first].content, nil
+	return m.content, nil
 }
 
 // ContentTypes returns the Pool's content types, indexed by Content.
@@ -452,6 +455,15 @@ func (p *Pool) publish(st Stats) {
 // boundary's, never a live run's).
 func (p *Pool) valid(r Run) bool {
 	return r.pool == p.id && r.first < uint32(len(p.meta)) && p.meta[r.first].gen == r.gen && r.gen&1 == 1
+}
+
+// lookup returns the record of a live run's first page, or why r is
+// refused.
+func (p *Pool) lookup(r Run) (*page, error) {
+	if !p.valid(r) {
+		return nil, p.reject(r)
+	}
+	return &p.meta[r.first], nil
 }
 
 // reject counts a refused run and says why it was refused.

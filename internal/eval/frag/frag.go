@@ -112,24 +112,12 @@ type Result struct {
 // Run runs every trial of every strategy and averages them.
 func Run(cfg Config) (*Result, error) {
 	def := DefaultConfig()
-	if cfg.Pages == 0 {
-		cfg.Pages = def.Pages
-	}
-	if cfg.PageMB == 0 {
-		cfg.PageMB = def.PageMB
-	}
-	if cfg.MaxPages == 0 {
-		cfg.MaxPages = def.MaxPages
-	}
-	if cfg.Ops == 0 {
-		cfg.Ops = def.Ops
-	}
-	if cfg.Trials == 0 {
-		cfg.Trials = def.Trials
-	}
-	if cfg.AllocProb == 0 {
-		cfg.AllocProb = def.AllocProb
-	}
+	orDefault(&cfg.Pages, def.Pages)
+	orDefault(&cfg.PageMB, def.PageMB)
+	orDefault(&cfg.MaxPages, def.MaxPages)
+	orDefault(&cfg.Ops, def.Ops)
+	orDefault(&cfg.Trials, def.Trials)
+	orDefault(&cfg.AllocProb, def.AllocProb)
 	if cfg.Checkpoints == nil {
 		cfg.Checkpoints = def.Checkpoints
 	}
@@ -183,6 +171,13 @@ func Run(cfg Config) (*Result, error) {
 		res.Series = append(res.Series, s)
 	}
 	return res, nil
+}
+
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // allocator is what a trial needs of a strategy. Sizes are in pages.
