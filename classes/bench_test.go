@@ -14,38 +14,42 @@ import (
 
 // BenchmarkClasses compares one Alloc and one Free through the size-class
 // allocator with the same pair on a single pool of the same components
-// (Go-heap blocks, chunk mailbox, LIFO), side by side in one run:
+// (Go-heap blocks, chunk mailbox, LIFO), side by side in one run, so that
+// benchstat pairs them:
 //
-//	impl=pool: a pool of 1024 blocks of 64 B.
-//	impl=classes/class=k: four classes of 64 B, 256 B, 1 KiB and 4 KiB
-//	  (1024 blocks each); the size asked for falls in class k, so the
-//	  class lookup scans k+1 classes.
-//	impl=classes/class=mixed: sizes cycle over all four classes.
+//	impl=classes: four classes of 64 B, 256 B, 1 KiB and 4 KiB (1024
+//	  blocks each), asked for size bytes: 48 takes class 0 (the lookup
+//	  stops at the first class), 1000 class 2.
+//	impl=pool: a pool of 1024 blocks of the size of that class.
+//	size=mixed: sizes cycle over all four classes (classes only).
 //
 // Compare with: go test -run '^$' -bench BenchmarkClasses -count 6 ./classes | benchstat -col /impl -
 func BenchmarkClasses(b *testing.B) {
-	b.Run("op=allocfree/impl=pool", func(b *testing.B) {
-		p := newSinglePool(b)
-		b.ReportAllocs()
-		for b.Loop() {
-			h, err := p.Alloc()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := p.Free(h); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 	for _, c := range []struct {
-		name  string
-		sizes []int
+		size      string
+		sizes     []int
+		blockSize int
 	}{
-		{"class=0", []int{48}},
-		{"class=2", []int{1000}},
-		{"class=mixed", []int{48, 200, 1000, 4000}},
+		{"48", []int{48}, 64},
+		{"1000", []int{1000}, 1024},
+		{"mixed", []int{48, 200, 1000, 4000}, 0},
 	} {
-		b.Run("op=allocfree/impl=classes/"+c.name, func(b *testing.B) {
+		if c.blockSize > 0 {
+			b.Run("op=allocfree/size="+c.size+"/impl=pool", func(b *testing.B) {
+				p := newSinglePool(b, c.blockSize)
+				b.ReportAllocs()
+				for b.Loop() {
+					h, err := p.Alloc()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := p.Free(h); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		b.Run("op=allocfree/size="+c.size+"/impl=classes", func(b *testing.B) {
 			a := newDefault(b, benchClasses)
 			i := 0
 			b.ReportAllocs()
@@ -64,12 +68,12 @@ func BenchmarkClasses(b *testing.B) {
 }
 
 // BenchmarkClassesRatio measures the same two pairs as BenchmarkClasses
-// (impl=pool and impl=classes/class=0) interleaved in blocks of 4096 pairs
+// at size=48 (impl=pool and impl=classes) interleaved in blocks of 4096 pairs
 // within one process, and reports the median over blocks of the per-block
 // ratio classes/pool: the host's speed modes, which last far longer than
 // a block, then hit both sides alike.
 func BenchmarkClassesRatio(b *testing.B) {
-	p := newSinglePool(b)
+	p := newSinglePool(b, 64)
 	a := newDefault(b, benchClasses)
 	const pairs = 4096
 	var poolNs, classNs, ratios []float64
@@ -97,10 +101,10 @@ func BenchmarkClassesRatio(b *testing.B) {
 // 4 KiB, 1024 blocks each.
 var benchClasses = []classes.Class{{Size: 64, Blocks: 1024}, {Size: 256, Blocks: 1024}, {Size: 1024, Blocks: 1024}, {Size: 4096, Blocks: 1024}}
 
-// newSinglePool is the pool the classes are compared with: 1024 blocks of
-// 64 B, class 0's components and size.
-func newSinglePool(b *testing.B) *pool.Pool[*heap.Backing, *mailbox.Transport, lifo.Policy] {
-	hb, err := heap.New(64, 1024)
+// newSinglePool is a pool the classes are compared with: 1024 blocks of
+// size bytes, with the classes' components.
+func newSinglePool(b *testing.B, size int) *pool.Pool[*heap.Backing, *mailbox.Transport, lifo.Policy] {
+	hb, err := heap.New(size, 1024)
 	if err != nil {
 		b.Fatal(err)
 	}
