@@ -468,9 +468,12 @@ func (c *core) markHigh() {
 
 // valid reports whether h names a live block of this pool. A handle is live
 // iff its generation equals the block's and is odd: the odd test stops a
-// forged even generation from matching a free block.
+// forged even generation from matching a free block. The range test is
+// written on uint so that the compiler drops the bounds check of gens[h.idx]
+// on every architecture (an int conversion would keep it on 32-bit ones,
+// where a forged index of 2^31 or more turns negative).
 func (c *core) valid(h Handle) bool {
-	return h.pool == c.id && h.idx < uint32(len(c.gens)) && c.gens[h.idx] == h.gen && h.gen&1 == 1
+	return h.pool == c.id && uint(h.idx) < uint(len(c.gens)) && c.gens[h.idx] == h.gen && h.gen&1 == 1
 }
 
 // put frees h if it is live and reports whether it did. The caller counts.
@@ -497,7 +500,7 @@ func (c *core) reject(h Handle) error {
 		return ErrZeroHandle
 	case h.pool != c.id:
 		return ErrForeignHandle
-	case h.idx >= uint32(len(c.gens)):
+	case uint(h.idx) >= uint(len(c.gens)):
 		return ErrOutOfRange
 	}
 	return ErrStaleHandle
