@@ -65,12 +65,40 @@ func (c *collector[S]) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// each adapts the families of a T to a source S made of several T, told
+// apart by one more variable label, which comes first: the per-class
+// families of a size-class allocator are the pool families with a class
+// label. items calls yield with every T of a snapshot and its label value.
+func each[S, T any](label string, fs []family[T], items func(s S, yield func(value string, t T))) []family[S] {
+	out := make([]family[S], len(fs))
+	for i, f := range fs {
+		out[i] = family[S]{f.name, f.help, append([]string{label}, f.labels...), func(w *writer, s S) {
+			items(s, func(v string, t T) { f.write(w.with(v), t) })
+		}}
+	}
+	return out
+}
+
 // writer sends the samples of one family. A sample it cannot build (label
 // values that do not fit the family) is sent as an invalid metric, which
 // fails the scrape with its error instead of panicking.
 type writer struct {
-	ch   chan<- prometheus.Metric
-	desc *prometheus.Desc
+	ch     chan<- prometheus.Metric
+	desc   *prometheus.Desc
+	prefix []string // label values that precede every sample's own
+}
+
+// with returns a writer whose samples' label values start with v.
+func (w *writer) with(v string) *writer {
+	return &writer{ch: w.ch, desc: w.desc, prefix: append(w.prefix[:len(w.prefix):len(w.prefix)], v)}
+}
+
+// labels returns the label values of a sample.
+func (w *writer) labels(own []string) []string {
+	if len(w.prefix) == 0 {
+		return own
+	}
+	return append(w.prefix[:len(w.prefix):len(w.prefix)], own...)
 }
 
 func (w *writer) send(m prometheus.Metric, err error) {
@@ -81,11 +109,11 @@ func (w *writer) send(m prometheus.Metric, err error) {
 }
 
 func (w *writer) counter(v uint64, labels ...string) {
-	w.send(prometheus.NewConstMetric(w.desc, prometheus.CounterValue, float64(v), labels...))
+	w.send(prometheus.NewConstMetric(w.desc, prometheus.CounterValue, float64(v), w.labels(labels)...))
 }
 
 func (w *writer) gauge(v float64, labels ...string) {
-	w.send(prometheus.NewConstMetric(w.desc, prometheus.GaugeValue, v, labels...))
+	w.send(prometheus.NewConstMetric(w.desc, prometheus.GaugeValue, v, w.labels(labels)...))
 }
 
 // histogram sends a histogram from per-bucket (not cumulative) counts:
@@ -98,7 +126,7 @@ func (w *writer) histogram(bounds []float64, counts []uint64, count uint64, sum 
 		cum += counts[k]
 		buckets[b] = cum
 	}
-	w.send(prometheus.NewConstHistogram(w.desc, count, sum, buckets, labels...))
+	w.send(prometheus.NewConstHistogram(w.desc, count, sum, buckets, w.labels(labels)...))
 }
 
 // isNil reports whether v is nil or a typed nil pointer, map, slice or

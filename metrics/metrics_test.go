@@ -14,9 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locus-go/locus"
+	"github.com/locus-go/locus/classes"
 	"github.com/locus-go/locus/kv"
 	"github.com/locus-go/locus/kv/events"
 	"github.com/locus-go/locus/metrics"
+	"github.com/locus-go/locus/pages"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -250,7 +252,11 @@ func TestRegistration(t *testing.T) {
 	var nilPool *locus.DefaultPool
 	var nilManager *kv.Manager
 	var nilPublisher *events.Publisher
+	var nilClasses *classes.DefaultPool
+	var nilPages *pages.Pool
 	for _, c := range []prometheus.Collector{
+		metrics.NewClasses("c", nil), metrics.NewClasses("c", nilClasses),
+		metrics.NewPages("g", nil), metrics.NewPages("g", nilPages),
 		metrics.NewPool("p", nil), metrics.NewPool("p", nilPool),
 		metrics.NewManager("m", nil), metrics.NewManager("m", nilManager),
 		metrics.NewPublisher("e", nil), metrics.NewPublisher("e", nilPublisher),
