@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/signal"
 	"sync"
-	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -92,7 +91,7 @@ func main() {
 	if o.reg != nil {
 		fmt.Println("serving metrics until interrupted")
 		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		signal.Notify(sig, os.Interrupt)
 		<-sig
 	}
 }
