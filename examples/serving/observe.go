@@ -64,10 +64,14 @@ func (o *observer) close(out io.Writer) error {
 	if o.pub == nil {
 		return nil
 	}
+	where := o.events
+	if a := o.pub.Addr(); a != nil {
+		where = "tcp://" + a.String()
+	}
 	err := o.pub.Close()
 	st := o.pub.Snapshot()
 	fmt.Fprintf(out, "kv events: %d batches of %d events published on %s, %d batches dropped\n",
-		st.Published, st.PublishedEvents, o.events, st.Dropped+st.Failed)
+		st.Published, st.PublishedEvents, where, st.Dropped+st.Failed)
 	return err
 }
 
