@@ -128,7 +128,7 @@ func SendWaits(s Subject, chunks int) error {
 		return fmt.Errorf("after %v, %d of %d handles delivered: a parked Send was not woken", Timeout, len(r.Got), len(hs))
 	}
 	if err := <-done; err != nil {
-		return fmt.Errorf("Send: %w", err)
+		return fmt.Errorf("the blocking sends: %w", err)
 	}
 	if err := r.Want(hs); err != nil {
 		return err
@@ -169,7 +169,7 @@ func CloseReleasesParked(s Subject, senders int) error {
 		}
 	}
 	if err := tr.Close(); err != nil {
-		return fmt.Errorf("Close: %w", err)
+		return fmt.Errorf("closing: %w", err)
 	}
 	for range senders {
 		select {
@@ -178,7 +178,7 @@ func CloseReleasesParked(s Subject, senders int) error {
 				return fmt.Errorf("a parked Send returned %v, want pool.ErrClosed", err)
 			}
 		case <-time.After(Timeout):
-			return errors.New("Close did not release a parked Send")
+			return errors.New("closing did not release a parked Send")
 		}
 	}
 	return afterClose(tr, prods[0])
@@ -187,7 +187,7 @@ func CloseReleasesParked(s Subject, senders int) error {
 // afterClose checks the calls on a closed transport and one of its producers.
 func afterClose(tr pool.Transport, p pool.TryProducer) error {
 	if err := p.Send(Seq(0, 0, 1)); !errors.Is(err, pool.ErrClosed) {
-		return fmt.Errorf("Send after Close = %v, want pool.ErrClosed", err)
+		return fmt.Errorf("a Send after Close = %v, want pool.ErrClosed", err)
 	}
 	if err := p.Send(nil); !errors.Is(err, pool.ErrClosed) {
 		return fmt.Errorf("Send(nil) after Close = %v, want pool.ErrClosed", err)
@@ -415,7 +415,7 @@ func Retire(s Subject, producers int) error {
 // retired checks the calls of a closed producer.
 func retired(p pool.TryProducer) error {
 	if err := p.Send(Seq(0, 0, 1)); !errors.Is(err, pool.ErrClosed) {
-		return fmt.Errorf("Send after Producer.Close = %v, want pool.ErrClosed", err)
+		return fmt.Errorf("a Send after Producer.Close = %v, want pool.ErrClosed", err)
 	}
 	if err := p.Send(nil); !errors.Is(err, pool.ErrClosed) {
 		return fmt.Errorf("Send(nil) after Producer.Close = %v, want pool.ErrClosed", err)
@@ -517,7 +517,7 @@ func CloseRace(s Subject, workers int) error {
 		runtime.Gosched()
 	}
 	if err := tr.Close(); err != nil {
-		return fmt.Errorf("Close: %w", err)
+		return fmt.Errorf("closing: %w", err)
 	}
 	closed.Store(true)
 	done := make(chan struct{})

@@ -62,7 +62,7 @@ func bounds(tr pool.Transport) pool.Bounds {
 func (s Subject) make() (pool.Transport, error) {
 	tr, err := s.New()
 	if err != nil {
-		return nil, fmt.Errorf("New: %w", err)
+		return nil, fmt.Errorf("making the transport: %w", err)
 	}
 	return tr, nil
 }
