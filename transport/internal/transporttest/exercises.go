@@ -229,7 +229,7 @@ func ManyProducers(s Subject, producers, chunks int) error {
 	var wg sync.WaitGroup
 	for p := range producers {
 		wg.Go(func() {
-			prod, err := tryProducer(tr)
+			prod, err := tr.NewProducer()
 			if err != nil {
 				errc <- err
 				return
@@ -275,7 +275,11 @@ func drainWhile(tr pool.Transport, r *Recorder, wg *sync.WaitGroup) error {
 		default:
 			if time.Now().After(deadline) {
 				_ = tr.Close()
-				<-done
+				select {
+				case <-done:
+				case <-time.After(Timeout):
+					return fmt.Errorf("producers still running after %v, %d handles delivered, and Close did not release them", Timeout, len(r.Got))
+				}
 				return fmt.Errorf("producers still running after %v, %d handles delivered: a lost wake-up?", Timeout, len(r.Got))
 			}
 		}
@@ -291,7 +295,7 @@ func drainWhile(tr pool.Transport, r *Recorder, wg *sync.WaitGroup) error {
 // produce sends chunks chunks of 1 to 9 handles tagged (p, sequence), every
 // third with TrySend, retrying what did not fit, and scribbles over each
 // chunk once it is sent. It returns the handles and the items it sent.
-func produce(prod pool.TryProducer, p, chunks int, chunked bool) (handles, items int, err error) {
+func produce(prod pool.Producer, p, chunks int, chunked bool) (handles, items int, err error) {
 	buf := make([]pool.Handle, 0, 9)
 	for c := range chunks {
 		buf = buf[:0]
@@ -300,7 +304,7 @@ func produce(prod pool.TryProducer, p, chunks int, chunked bool) (handles, items
 		}
 		if c%3 == 0 {
 			for rest := buf; len(rest) > 0; {
-				n, err := prod.TrySend(rest)
+				n, err := trySend(prod, rest)
 				if err != nil && !errors.Is(err, pool.ErrFull) {
 					return handles, items, err
 				}
@@ -358,14 +362,14 @@ func Retire(s Subject, producers int) error {
 		return nil
 	}
 	for p := range producers {
-		prod, err := tryProducer(tr)
+		prod, err := tr.NewProducer()
 		if err != nil {
 			return err
 		}
 		for k := range 1 + p%4 {
 			chunk := Seq(p, sent[p], sent[p]+1+(p+k)%5)
 			for rest := chunk; len(rest) > 0; {
-				n, err := prod.TrySend(rest)
+				n, err := trySend(prod, rest)
 				if err != nil && !errors.Is(err, pool.ErrFull) {
 					return fmt.Errorf("producer %d: TrySend: %w", p, err)
 				}
@@ -413,14 +417,14 @@ func Retire(s Subject, producers int) error {
 }
 
 // retired checks the calls of a closed producer.
-func retired(p pool.TryProducer) error {
+func retired(p pool.Producer) error {
 	if err := p.Send(Seq(0, 0, 1)); !errors.Is(err, pool.ErrClosed) {
 		return fmt.Errorf("a Send after Producer.Close = %v, want pool.ErrClosed", err)
 	}
 	if err := p.Send(nil); !errors.Is(err, pool.ErrClosed) {
 		return fmt.Errorf("Send(nil) after Producer.Close = %v, want pool.ErrClosed", err)
 	}
-	if n, err := p.TrySend(Seq(0, 0, 1)); n != 0 || !errors.Is(err, pool.ErrClosed) {
+	if n, err := trySend(p, Seq(0, 0, 1)); n != 0 || !errors.Is(err, pool.ErrClosed) {
 		return fmt.Errorf("TrySend after Producer.Close = (%d, %v), want (0, pool.ErrClosed)", n, err)
 	}
 	if err := p.Close(); err != nil {

@@ -188,6 +188,18 @@ func tryProducer(tr pool.Transport) (pool.TryProducer, error) {
 	return tp, nil
 }
 
+// trySend is TrySend for a producer that can refuse to wait, and Send for
+// one that cannot (of an unbounded transport, which never waits).
+func trySend(prod pool.Producer, chunk []pool.Handle) (int, error) {
+	if tp, ok := prod.(pool.TryProducer); ok {
+		return tp.TrySend(chunk)
+	}
+	if err := prod.Send(chunk); err != nil {
+		return 0, err
+	}
+	return len(chunk), nil
+}
+
 // fill try-sends one-handle chunks of producer tag p until the queue is
 // full, and returns how many it sent.
 func fill(prod pool.TryProducer, p int) (int, error) {
