@@ -71,15 +71,16 @@ type Defaults func(chunks bool) (capacity, batch int)
 // behind a later option), a capacity outside 1 to MaxCapacity, a batch
 // outside 1 to MaxBatch.
 //
-// apply calls the option's own method (a transport's Option interface has
-// an unexported one); a nil option is caught before it is called.
+// O is the transport's Option interface and apply calls its unexported
+// method. A nil option is caught before it is called, and an option that
+// panics (a nil func or interface wrapped in a non-nil Option) is reported as
+// nil too.
 func Build[O any](pkg string, opts []O, apply func(O, *Config), defaults Defaults) (Config, error) {
 	var c Config
 	for i, o := range opts {
-		if any(o) == nil {
+		if any(o) == nil || !applied(o, &c, apply) {
 			return Config{}, Invalid(pkg, "nil option at opts[%d]", i)
 		}
-		apply(o, &c)
 	}
 	if c.twice != "" {
 		return Config{}, Invalid(pkg, "%s given twice", c.twice)
@@ -98,6 +99,17 @@ func Build[O any](pkg string, opts []O, apply func(O, *Config), defaults Default
 		return Config{}, Invalid(pkg, "batch %d, want 1 to %d", c.Batch, MaxBatch)
 	}
 	return c, nil
+}
+
+// applied applies o and reports whether it returned instead of panicking.
+func applied[O any](o O, c *Config, apply func(O, *Config)) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	apply(o, c)
+	return true
 }
 
 // Invalid returns an error wrapping pool.ErrInvalidConfig that reads
