@@ -118,28 +118,7 @@ func TestForgetAllocs(t *testing.T) {
 func BenchmarkDrainIdle(b *testing.B) {
 	for _, retired := range []bool{false, true} {
 		b.Run(fmt.Sprintf("retired=%v", retired), func(b *testing.B) {
-			tr := mailbox.New()
-			sink := pool.NewSink(func([]pool.Handle) {})
-			chunk := transporttest.Seq(0, 0, 4)
-			for range 5000 {
-				prod, err := tr.NewProducer()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := prod.Send(chunk); err != nil {
-					b.Fatal(err)
-				}
-				if retired {
-					if err := prod.Close(); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			tr.Drain(sink)
-			b.ReportAllocs()
-			for b.Loop() {
-				tr.Drain(sink)
-			}
+			transporttest.DrainIdle(b, mailbox.New(), retired)
 		})
 	}
 }

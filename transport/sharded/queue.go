@@ -96,9 +96,9 @@ func (l *queueList) compact(drop func(*queue) bool) {
 // the calls of a zero or nil Producer fail with an error wrapping
 // pool.ErrClosed.
 type Producer struct {
-	t      *Transport
-	q      *queue // also holds the producer's own state, away from other producers'
-	closed bool   // Close was called
+	end bounded.Endpoint
+	t   *Transport
+	q   *queue // also holds the producer's own state, away from other producers'
 }
 
 var _ pool.TryProducer = (*Producer)(nil)
@@ -107,13 +107,10 @@ var errNoProducer = bounded.NoProducer("sharded")
 
 // check returns why the producer may not send, or nil.
 func (p *Producer) check() error {
-	if p == nil || p.t == nil {
+	if p == nil {
 		return errNoProducer
 	}
-	if p.closed || p.t.gate.Closed() {
-		return pool.ErrClosed
-	}
-	return nil
+	return p.end.Check(errNoProducer)
 }
 
 // Send enqueues chunk: each handle as an item of its own, or the whole chunk
@@ -186,12 +183,9 @@ func (p *Producer) TrySend(chunk []pool.Handle) (int, error) {
 // producers cost later drains nothing. Call it after the producer's last
 // Send, from the same goroutine. Close is idempotent and returns nil.
 func (p *Producer) Close() error {
-	if p == nil || p.t == nil || p.closed {
-		return nil
+	if p != nil && p.end.Close() {
+		p.q.retired.Store(true) // after the last publish of tail: see Drain
 	}
-	p.closed = true
-	p.t.gate.Retired()
-	p.q.retired.Store(true) // after the last publish of tail: see Drain
 	return nil
 }
 

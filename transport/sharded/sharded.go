@@ -183,8 +183,7 @@ func (t *Transport) NewProducer() (pool.Producer, error) {
 		return nil, pool.ErrClosed
 	}
 	t.queues.add(q)
-	t.gate.Opened()
-	return &Producer{t: t, q: q}, nil
+	return &Producer{end: t.gate.Open(), t: t, q: q}, nil
 }
 
 // Drain takes from every queue, in the order their producers were made, at

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/locus-go/locus/internal/race"
@@ -194,25 +193,13 @@ func TestNew(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr, err := sharded.New(c.opts...)
-			if c.wantErr != "" {
-				if !errors.Is(err, pool.ErrInvalidConfig) || tr != nil {
-					t.Fatalf("New = %v, %v; want nil and an error wrapping pool.ErrInvalidConfig", tr, err)
+			if tr != nil { // before CheckNew uses it
+				want := sharded.Stats{Capacity: c.want.Capacity, Batch: c.want.Batch, Chunked: c.want.Chunked}
+				if got := tr.Stats(); got != want {
+					t.Errorf("Stats() = %+v, want %+v", got, want)
 				}
-				if !strings.HasPrefix(err.Error(), "pool: invalid configuration: sharded: ") || !strings.Contains(err.Error(), c.wantErr) {
-					t.Errorf("error %q does not read \"pool: invalid configuration: sharded: ...\" with %q", err, c.wantErr)
-				}
-				return
 			}
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			if got := tr.Bounds(); got != c.want {
-				t.Errorf("Bounds() = %+v, want %+v", got, c.want)
-			}
-			want := sharded.Stats{Capacity: c.want.Capacity, Batch: c.want.Batch, Chunked: c.want.Chunked}
-			if got := tr.Stats(); got != want {
-				t.Errorf("Stats() = %+v, want %+v", got, want)
-			}
+			must(t, transporttest.CheckNew(tr, err, "sharded", c.want, c.wantErr))
 		})
 	}
 }
@@ -249,37 +236,13 @@ func FuzzNew(f *testing.F) {
 		if twice && len(opts) > 0 && opts[0] != nil {
 			opts = append(opts, opts[0])
 		}
-		valid := !withNil && !(twice && len(opts) > 0 && opts[0] != nil) &&
-			wantCap >= 1 && wantCap <= sharded.MaxCapacity && wantBatch >= 1 && wantBatch <= sharded.MaxBatch
+		var want pool.Bounds
+		if !withNil && !(twice && len(opts) > 0 && opts[0] != nil) &&
+			wantCap >= 1 && wantCap <= sharded.MaxCapacity && wantBatch >= 1 && wantBatch <= sharded.MaxBatch {
+			want = pool.Bounds{Capacity: wantCap, Batch: wantBatch, Chunked: chunks, PerProducer: true}
+		}
 		tr, err := sharded.New(opts...)
-		if !valid {
-			if tr != nil || !errors.Is(err, pool.ErrInvalidConfig) {
-				t.Fatalf("New(%d options) = %v, %v; want nil and an error wrapping pool.ErrInvalidConfig", len(opts), tr, err)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		want := pool.Bounds{Capacity: wantCap, Batch: wantBatch, Chunked: chunks, PerProducer: true}
-		if got := tr.Bounds(); got != want {
-			t.Fatalf("Bounds() = %+v, want %+v", got, want)
-		}
-		if wantCap > 1<<12 {
-			return // a producer's ring would take a while to allocate
-		}
-		prod, err := tr.NewProducer()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := prod.Send(transporttest.Seq(0, 0, 1)); err != nil {
-			t.Fatal(err)
-		}
-		r := transporttest.NewRecorder()
-		r.Drain(tr)
-		if err := r.Want(transporttest.Seq(0, 0, 1)); err != nil {
-			t.Fatal(err)
-		}
+		must(t, transporttest.CheckNew(tr, err, "sharded", want, ""))
 	})
 }
 
@@ -462,26 +425,7 @@ func TestZeroAllocs(t *testing.T) {
 func BenchmarkDrainIdle(b *testing.B) {
 	for _, retired := range []bool{false, true} {
 		b.Run(fmt.Sprintf("retired=%v", retired), func(b *testing.B) {
-			tr := mustNew(b, sharded.WithChunks())
-			sink := pool.NewSink(func([]pool.Handle) {})
-			chunk := transporttest.Seq(0, 0, 4)
-			for range 5000 {
-				prod, err := tr.NewProducer()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := prod.Send(chunk); err != nil {
-					b.Fatal(err)
-				}
-				if retired {
-					must(b, prod.Close())
-				}
-			}
-			tr.Drain(sink)
-			b.ReportAllocs()
-			for b.Loop() {
-				tr.Drain(sink)
-			}
+			transporttest.DrainIdle(b, mustNew(b, sharded.WithChunks()), retired)
 		})
 	}
 }

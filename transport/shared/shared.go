@@ -180,8 +180,8 @@ func (t *Transport) Bounds() pool.Bounds {
 // goroutine at a time. Make it with Transport.NewProducer; the calls of a
 // zero or nil Producer fail with an error wrapping pool.ErrClosed.
 type Producer struct {
-	t      *Transport
-	closed bool // Close was called
+	end bounded.Endpoint
+	t   *Transport
 }
 
 var _ pool.TryProducer = (*Producer)(nil)
@@ -200,19 +200,15 @@ func (t *Transport) NewProducer() (pool.Producer, error) {
 	if t.q == nil {
 		return nil, errNoTransport
 	}
-	t.gate.Opened()
-	return &Producer{t: t}, nil
+	return &Producer{end: t.gate.Open(), t: t}, nil
 }
 
 // check returns why the producer may not send, or nil.
 func (p *Producer) check() error {
-	if p == nil || p.t == nil {
+	if p == nil {
 		return errNoProducer
 	}
-	if p.closed || p.t.gate.Closed() {
-		return pool.ErrClosed
-	}
-	return nil
+	return p.end.Check(errNoProducer)
 }
 
 // Send enqueues every handle of chunk, in order. While the queue is full it
@@ -266,11 +262,9 @@ func (p *Producer) TrySend(chunk []pool.Handle) (int, error) {
 // producer, so nothing else is released. Call it after the producer's last
 // Send, from the same goroutine. Close is idempotent and returns nil.
 func (p *Producer) Close() error {
-	if p == nil || p.t == nil || p.closed {
-		return nil
+	if p != nil {
+		p.end.Close()
 	}
-	p.closed = true
-	p.t.gate.Retired()
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
@@ -175,24 +174,16 @@ func TestNew(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr, err := shared.New(c.opts...)
-			if c.wantErr != "" {
-				if !errors.Is(err, pool.ErrInvalidConfig) || tr != nil {
-					t.Fatalf("New = %v, %v; want nil and an error wrapping pool.ErrInvalidConfig", tr, err)
+			var want pool.Bounds
+			if c.wantErr == "" {
+				want = pool.Bounds{Capacity: c.capa, Batch: c.batch}
+			}
+			if tr != nil { // before CheckNew uses it
+				if got, want := tr.Stats(), (shared.Stats{Capacity: c.capa, Batch: c.batch}); got != want {
+					t.Errorf("Stats() = %+v, want %+v", got, want)
 				}
-				if !strings.HasPrefix(err.Error(), "pool: invalid configuration: shared: ") || !strings.Contains(err.Error(), c.wantErr) {
-					t.Errorf("error %q does not read \"pool: invalid configuration: shared: ...\" with %q", err, c.wantErr)
-				}
-				return
 			}
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			if got, want := tr.Bounds(), (pool.Bounds{Capacity: c.capa, Batch: c.batch}); got != want {
-				t.Errorf("Bounds() = %+v, want %+v", got, want)
-			}
-			if got, want := tr.Stats(), (shared.Stats{Capacity: c.capa, Batch: c.batch}); got != want {
-				t.Errorf("Stats() = %+v, want %+v", got, want)
-			}
+			must(t, transporttest.CheckNew(tr, err, "shared", want, c.wantErr))
 		})
 	}
 }
@@ -226,36 +217,15 @@ func FuzzNew(f *testing.F) {
 		if dup {
 			opts = append(opts, opts[0])
 		}
-		valid := !withNil && !dup &&
-			wantCap >= 1 && wantCap <= shared.MaxCapacity && wantBatch >= 1 && wantBatch <= shared.MaxBatch
-		if valid && wantCap > 1<<12 {
+		var want pool.Bounds
+		if !withNil && !dup && wantCap >= 1 && wantCap <= shared.MaxCapacity && wantBatch >= 1 && wantBatch <= shared.MaxBatch {
+			want = pool.Bounds{Capacity: wantCap, Batch: wantBatch}
+		}
+		if want.Capacity > 1<<12 {
 			return // the queue would take a while to allocate
 		}
 		tr, err := shared.New(opts...)
-		if !valid {
-			if tr != nil || !errors.Is(err, pool.ErrInvalidConfig) {
-				t.Fatalf("New(%d options) = %v, %v; want nil and an error wrapping pool.ErrInvalidConfig", len(opts), tr, err)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		if got, want := tr.Bounds(), (pool.Bounds{Capacity: wantCap, Batch: wantBatch}); got != want {
-			t.Fatalf("Bounds() = %+v, want %+v", got, want)
-		}
-		prod, err := tr.NewProducer()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := prod.Send(transporttest.Seq(0, 0, 1)); err != nil {
-			t.Fatal(err)
-		}
-		r := transporttest.NewRecorder()
-		r.Drain(tr)
-		if err := r.Want(transporttest.Seq(0, 0, 1)); err != nil {
-			t.Fatal(err)
-		}
+		must(t, transporttest.CheckNew(tr, err, "shared", want, ""))
 	})
 }
 

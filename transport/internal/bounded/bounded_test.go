@@ -148,9 +148,21 @@ func TestGateCounts(t *testing.T) {
 	if g.Closed() || g.Counts() != (bounded.Counts{}) {
 		t.Fatalf("zero Gate: closed %v, counts %+v", g.Closed(), g.Counts())
 	}
-	g.Opened()
-	g.Opened()
-	g.Retired()
+	a, b := g.Open(), g.Open()
+	if !a.Close() || a.Close() {
+		t.Fatal("Endpoint.Close: want true, then false")
+	}
+	errNone := errors.New("none")
+	if err := b.Check(errNone); err != nil {
+		t.Fatalf("Check of an open endpoint = %v", err)
+	}
+	if err := a.Check(errNone); !errors.Is(err, pool.ErrClosed) {
+		t.Fatalf("Check of a closed endpoint = %v, want pool.ErrClosed", err)
+	}
+	var zero bounded.Endpoint
+	if err := zero.Check(errNone); err != errNone || zero.Close() {
+		t.Fatalf("zero Endpoint: Check = %v, want errNone; Close must report false", err)
+	}
 	g.Full()
 	var p bounded.Parking
 	if err := g.Wait(&p, func() bool { return true }); err != nil {
@@ -166,6 +178,9 @@ func TestGateCounts(t *testing.T) {
 	}
 	if err := g.Wait(&p, func() bool { return true }); !errors.Is(err, pool.ErrClosed) {
 		t.Fatalf("Wait on a closed gate = %v, want pool.ErrClosed", err)
+	}
+	if err := b.Check(errNone); !errors.Is(err, pool.ErrClosed) {
+		t.Fatalf("Check of an endpoint of a closed gate = %v, want pool.ErrClosed", err)
 	}
 }
 

@@ -3,8 +3,9 @@
 //
 //   - Config and Build: their options, validated by one set of rules with
 //     one error shape, every error wrapping pool.ErrInvalidConfig;
-//   - Gate: the closed flag and the counters that do not depend on how items
-//     are queued (producers, full TrySends, waits);
+//   - Gate and Endpoint: the transport's and each producer's closed flags,
+//     and the counters that do not depend on how items are queued
+//     (producers, full TrySends, waits);
 //   - Parking: where producers wait for room in a full queue, and how the
 //     owner wakes them without losing a wake-up.
 //
@@ -59,11 +60,11 @@ func (g *Gate) Closed() bool { return g.closed.Load() }
 // flag first.
 func (g *Gate) Close() { g.closed.Store(true) }
 
-// Opened counts a producer made by NewProducer.
-func (g *Gate) Opened() { g.producers.Add(1) }
-
-// Retired counts a producer closed by its Close.
-func (g *Gate) Retired() { g.producers.Add(-1) }
+// Open counts a producer made by NewProducer and returns its endpoint.
+func (g *Gate) Open() Endpoint {
+	g.producers.Add(1)
+	return Endpoint{gate: g}
+}
 
 // Full counts a TrySend that returned pool.ErrFull.
 func (g *Gate) Full() { g.full.Add(1) }
@@ -100,6 +101,39 @@ func (g *Gate) Wait(p *Parking, room func() bool) error {
 		return pool.ErrClosed
 	}
 	return nil
+}
+
+// Endpoint is a producer's share of closing: its own closed flag, and its
+// transport's Gate. The zero Endpoint belongs to no transport. Like the
+// producer that holds it, it is used by one goroutine at a time.
+type Endpoint struct {
+	gate   *Gate
+	closed bool // Close was called
+}
+
+// Check returns nil if the producer may send: none if the endpoint belongs to
+// no transport (a zero Producer), pool.ErrClosed once the producer or its
+// transport is closed.
+func (e *Endpoint) Check(none error) error {
+	if e.gate == nil {
+		return none
+	}
+	if e.closed || e.gate.Closed() {
+		return pool.ErrClosed
+	}
+	return nil
+}
+
+// Close closes the endpoint and uncounts its producer; it reports whether
+// this call did, false for a closed or zero endpoint. The caller calls it
+// after the producer's last send.
+func (e *Endpoint) Close() bool {
+	if e.gate == nil || e.closed {
+		return false
+	}
+	e.closed = true
+	e.gate.producers.Add(-1)
+	return true
 }
 
 // Parking is where the producers of one queue wait for room (Gate.Wait) and
