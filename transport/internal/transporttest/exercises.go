@@ -542,7 +542,9 @@ func CloseRace(s Subject, workers int) error {
 
 // closeRaceWorker registers up to 32 producers in turn, closing every other
 // one, and then keeps sending with the last, until its calls fail with
-// pool.ErrClosed after closed is set.
+// pool.ErrClosed after closed is set. After 4096 sends it only waits for
+// Close and checks that a send then fails: an unbounded transport would
+// otherwise take all the memory the owner does not drain.
 func closeRaceWorker(tr pool.Transport, w int, closed *atomic.Bool) error {
 	ok := func(err error) bool {
 		return err == nil || errors.Is(err, pool.ErrFull) || errors.Is(err, pool.ErrClosed)
@@ -590,6 +592,15 @@ func closeRaceWorker(tr pool.Transport, w int, closed *atomic.Bool) error {
 		}
 		if i >= 32 {
 			runtime.Gosched() // an unbounded transport never makes us wait
+		}
+		if i == 512 {
+			for !closed.Load() {
+				runtime.Gosched()
+			}
+			if err := prod.Send(chunk); !errors.Is(err, pool.ErrClosed) {
+				return fmt.Errorf("send after Close returned = %v, want pool.ErrClosed", err)
+			}
+			return prod.Close()
 		}
 	}
 }
