@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/locus-go/locus/backing/heap"
+	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/mailbox"
@@ -122,23 +122,11 @@ func newClass[B pool.Backing, T pool.Transport, P pool.ReusePolicy](cl Class, bu
 	}
 	// The components are still ours: close the ones that exist.
 	for _, c := range []any{b, t} {
-		if cl, ok := c.(interface{ Close() error }); ok && !isNil(c) {
+		if cl, ok := c.(interface{ Close() error }); ok && !typednil.Is(c) {
 			err = errors.Join(err, cl.Close())
 		}
 	}
 	return nil, err
-}
-
-// isNil reports whether v is nil or a typed nil pointer, func or channel.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Chan, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Default builds an allocator whose classes are pools of zeroed Go-heap

@@ -1,9 +1,6 @@
 package kv
 
-import (
-	"fmt"
-	"reflect"
-)
+import "fmt"
 
 // check verifies the manager's whole state against its counters: what the
 // tests call after every step and invariant builds at every Stats and
@@ -119,17 +116,4 @@ func (m *Manager) check() error {
 		return fmt.Errorf("%d blocks pinned, at most %d allowed", m.pinned, m.maxPinned)
 	}
 	return nil
-}
-
-// isNil reports whether v is nil or a typed nil pointer, func, map, slice or
-// channel: a value whose methods would dereference nil.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Chan, reflect.Map, reflect.Slice, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/mailbox"
 )
@@ -143,12 +144,12 @@ const maxInt = int(^uint(0) >> 1)
 // error wrapping pool.ErrInvalidConfig for a nil or empty pool or an
 // invalid option.
 func New(p BlockPool, opts ...Option) (*Manager, error) {
-	if isNil(p) {
+	if typednil.Is(p) {
 		return nil, fmt.Errorf("kv: %w: nil pool", pool.ErrInvalidConfig)
 	}
 	cfg := defaults()
 	for _, o := range opts {
-		if isNil(o) {
+		if typednil.Is(o) {
 			return nil, fmt.Errorf("kv: %w: nil option", pool.ErrInvalidConfig)
 		}
 		o.apply(&cfg)

@@ -3,13 +3,13 @@ package pages
 import (
 	"fmt"
 	"math"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/internal/sysmem"
+	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -119,7 +119,7 @@ func nextID() uint32 {
 // of pages (at most MaxPages); if pageSize is not positive; or if an option
 // is nil or invalid. Then b is still the caller's.
 func New(b pool.Backing, pageSize int, opts ...Option) (*Pool, error) {
-	if isNil(b) {
+	if typednil.Is(b) {
 		return nil, fmt.Errorf("%w: nil backing", pool.ErrInvalidConfig)
 	}
 	if pageSize <= 0 {
@@ -199,18 +199,6 @@ func (p *Pool) setKinds(cfg config) error {
 		p.low = int(cfg.low * n)
 	}
 	return nil
-}
-
-// isNil reports whether v is nil or a typed nil pointer, func or channel.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Chan, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Alloc hands out a run of n contiguous pages holding content c, pinned

@@ -3,12 +3,12 @@ package pool
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"sync/atomic"
 
 	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/internal/sysmem"
+	"github.com/locus-go/locus/internal/typednil"
 )
 
 // MaxBlocks is the largest capacity a pool accepts (2^30 blocks: 4 TiB of
@@ -117,7 +117,7 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 		what string
 		v    any
 	}{{"backing", b}, {"transport", t}, {"policy", p}} {
-		if isNil(c.v) {
+		if typednil.Is(c.v) {
 			return nil, fmt.Errorf("%w: nil %s", ErrInvalidConfig, c.what)
 		}
 	}
@@ -158,19 +158,6 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 	c.sink.c = c
 	c.publish(pl.Stats())
 	return pl, nil
-}
-
-// isNil reports whether v is nil or a typed nil pointer, func or channel: a
-// component whose methods would dereference nil.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Chan, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Alloc hands out a free block. If none is free it first drains pending remote
@@ -335,7 +322,7 @@ func (p *Pool[B, T, P]) NewSender() (*Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	if isNil(prod) {
+	if typednil.Is(prod) {
 		return nil, fmt.Errorf("%w: transport returned a nil producer", ErrInvalidConfig)
 	}
 	s := &Sender{prod: prod, set: &p.senders}
