@@ -2,9 +2,10 @@ package metrics
 
 import (
 	"fmt"
-	"reflect"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/locus-go/locus/internal/typednil"
 )
 
 // namespace prefixes every metric name.
@@ -34,7 +35,7 @@ type collector[S any] struct {
 // collector whose registration fails.
 func newCollector[S any](subsystem, key, value string, src interface{ Snapshot() S }, families []family[S]) prometheus.Collector {
 	c := &collector[S]{families: families}
-	if isNil(src) {
+	if typednil.Is(src) {
 		c.descs = []*prometheus.Desc{prometheus.NewInvalidDesc(fmt.Errorf("locus/metrics: %s %q: nil source", subsystem, value))}
 		return c
 	}
@@ -127,17 +128,4 @@ func (w *writer) histogram(bounds []float64, counts []uint64, count uint64, sum 
 		buckets[b] = cum
 	}
 	w.send(prometheus.NewConstHistogram(w.desc, count, sum, buckets, w.labels(labels)...))
-}
-
-// isNil reports whether v is nil or a typed nil pointer, map, slice or
-// function, which a source interface may hold.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch r := reflect.ValueOf(v); r.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return r.IsNil()
-	}
-	return false
 }

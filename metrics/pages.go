@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pages"
 )
 
@@ -45,7 +46,7 @@ type PagesSource interface {
 //	locus_pages_content_evicted_runs_total{content}  counter
 func NewPages(name string, p PagesSource) prometheus.Collector {
 	var families []family[pages.Stats]
-	if !isNil(p) {
+	if !typednil.Is(p) {
 		families = slices.Concat(pagesFamilies, contentFamilies(p.ContentTypes()))
 	}
 	return newCollector[pages.Stats]("pages", "pool", name, p, families)

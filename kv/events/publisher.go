@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/kv"
 	"github.com/locus-go/locus/pool"
 )
@@ -107,7 +108,7 @@ type counters struct {
 func New(endpoint string, opts ...Option) (*Publisher, error) {
 	cfg := defaults()
 	for _, o := range opts {
-		if o == nil {
+		if typednil.Is(o) {
 			return nil, fmt.Errorf("events: %w: nil option", pool.ErrInvalidConfig)
 		}
 		o.apply(&cfg)
