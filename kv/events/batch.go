@@ -12,18 +12,19 @@ import (
 //
 // # Ownership
 //
-// A batch is always held by exactly one side. The owner holds the batch it
-// is filling (Publisher.cur) and the batches on the free list it takes
-// from; the publisher's goroutine holds the batches in the queue and the one
-// it is publishing. Batches change hands only through the two channels
-// (queue: owner to publisher; free: publisher to owner) and through the
-// seal of the owner's current batch by the publisher's flush timer, which
-// is the one place the two sides race for a batch. They settle it with
-// state, a word of (generation << 2 | status):
+// A batch is on the free list or held by exactly one side. The owner holds
+// the batch it is filling (Publisher.cur); the publisher's goroutine holds
+// the batches in the queue and the ones it is publishing. Batches change
+// hands only through the two channels (queue: owner to publisher; free:
+// back to the owner, from the publisher or from the owner's own drops,
+// each channel send a happens-before edge to the receiver) and through the
+// seal of the owner's current batch by the publisher's flush timer, the one
+// place the two sides race for a batch. They settle it with state, a word
+// of (generation << 2 | status):
 //
 //   - writing: the owner is copying an event into the batch. Only the owner
-//     sets it, with a CAS from open, or directly on a batch fresh from the
-//     free list, which nobody else can reach yet.
+//     sets it, with a CAS from open, or with a Store on a batch fresh from
+//     the free list, which is sealed, so the flush timer cannot take it.
 //   - open: the owner is between events; the batch holds at least one. The
 //     owner's Store of open after writing is a release: the flush timer's
 //     CAS from open to sealed (an acquire) sees every event copied before
