@@ -305,7 +305,7 @@ func copyEvent(ev *kv.Event) kv.Event {
 }
 
 // hashes returns n distinct hashes.
-func hashes(t *testing.T, n int) []kv.Hash {
+func hashes(t testing.TB, n int) []kv.Hash {
 	t.Helper()
 	h, err := kv.NewHasher(kv.SHA256CBOR, "test")
 	require.NoError(t, err)
