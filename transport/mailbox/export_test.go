@@ -5,8 +5,5 @@ package mailbox
 func Boxes(t *Transport) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if b := t.boxes.Load(); b != nil {
-		return len(*b)
-	}
-	return 0
+	return len(t.boxes.Load())
 }

@@ -5,5 +5,5 @@ package sharded
 func Queues(t *Transport) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.queues.load())
+	return len(t.queues.Load())
 }

@@ -30,8 +30,8 @@ const MaxCapacity = bounded.MaxCapacity
 const MaxBatch = bounded.MaxBatch
 
 // Option configures New. Build options with WithChunks, WithCapacity and
-// WithBatch; each may be given once. A nil Option, or one given twice, makes
-// New fail with an error wrapping pool.ErrInvalidConfig.
+// WithBatch; a later option overrides an earlier one of the same kind. A nil
+// Option makes New fail with an error wrapping pool.ErrInvalidConfig.
 type Option interface{ apply(*bounded.Config) }
 
 type option func(*bounded.Config)

@@ -34,63 +34,6 @@ type queue struct {
 	park bounded.Parking // where the producer waits while the queue is full
 }
 
-// queueList is the transport's list of live queues, in the order their
-// producers were made. Drain reads it without a lock; every change happens
-// under Transport.mu, which also guards every other reader (Stats, Close).
-//
-// The queues sit in the first n slots of an array that is replaced only when
-// it is full: add writes slot n, then publishes n+1 (and a grown array before
-// that), so the owner, loading n before the array, always sees n filled
-// slots. Only the owner removes queues (compact, from Drain), so no reader
-// without the lock ever sees a slot change under it. Neither adding nor
-// removing allocates, except to grow the array.
-type queueList struct {
-	slots atomic.Pointer[[]*queue]
-	n     atomic.Int64
-}
-
-// load returns the live queues. The slice stays valid until the caller, as
-// the owner, compacts the list.
-func (l *queueList) load() []*queue {
-	n := l.n.Load()
-	s := l.slots.Load()
-	if s == nil {
-		return nil
-	}
-	return (*s)[:n]
-}
-
-// add appends q. The caller holds Transport.mu.
-func (l *queueList) add(q *queue) {
-	n := int(l.n.Load())
-	s := l.slots.Load()
-	if s == nil || n == len(*s) {
-		grown := make([]*queue, max(2*n, 4))
-		if s != nil {
-			copy(grown, *s)
-		}
-		grown[n] = q
-		l.slots.Store(&grown)
-	} else {
-		(*s)[n] = q
-	}
-	l.n.Store(int64(n + 1))
-}
-
-// compact drops the queues for which drop returns true, keeping the order
-// of the rest. Only the owner calls it, holding Transport.mu.
-func (l *queueList) compact(drop func(*queue) bool) {
-	qs := l.load()
-	live := qs[:0]
-	for _, q := range qs {
-		if !drop(q) {
-			live = append(live, q)
-		}
-	}
-	clear(qs[len(live):]) // let the forgotten queues go
-	l.n.Store(int64(len(live)))
-}
-
 // Producer is one producer's endpoint: it owns one queue of the transport.
 // It is used by one goroutine at a time. Make it with Transport.NewProducer;
 // the calls of a zero or nil Producer fail with an error wrapping

@@ -112,6 +112,7 @@ import (
 
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/internal/bounded"
+	"github.com/locus-go/locus/transport/internal/roster"
 )
 
 // Transport is a set of bounded per-producer queues. Build it with New; the
@@ -126,7 +127,7 @@ type Transport struct {
 
 	gate      bounded.Gate // closed flag, read by every send; counters
 	mu        sync.Mutex   // serialises NewProducer, forgetting, Close's wake-ups and Stats
-	queues    queueList
+	queues    roster.List[*queue]
 	forgotten uint64 // items of the queues Drain forgot, all delivered; guarded by mu
 }
 
@@ -137,8 +138,8 @@ var errNoTransport = bounded.NoTransport("sharded")
 // New returns a transport with no producers yet. By default every handle is
 // an item and each queue holds DefaultCapacity of them, drained DefaultBatch
 // at a time; WithChunks makes every chunk an item, with DefaultChunkCapacity
-// and DefaultChunkBatch. A nil option, an option given twice and values out of
-// range fail with an error wrapping pool.ErrInvalidConfig.
+// and DefaultChunkBatch. A later option overrides an earlier one. A nil option
+// and values out of range fail with an error wrapping pool.ErrInvalidConfig.
 func New(opts ...Option) (*Transport, error) {
 	cfg, err := bounded.Build("sharded", opts, Option.apply, defaults)
 	if err != nil {
@@ -182,7 +183,7 @@ func (t *Transport) NewProducer() (pool.Producer, error) {
 	if t.gate.Closed() { // checked under mu: Close wakes the queues it finds under mu
 		return nil, pool.ErrClosed
 	}
-	t.queues.add(q)
+	t.queues.Add(q)
 	return &Producer{end: t.gate.Open(), t: t, q: q}, nil
 }
 
@@ -197,7 +198,7 @@ func (t *Transport) Drain(sink *pool.Sink) {
 		return
 	}
 	gone := false
-	for _, q := range t.queues.load() {
+	for _, q := range t.queues.Load() {
 		if q == nil {
 			continue // forgotten by a Drain that a sink called
 		}
@@ -250,7 +251,7 @@ func (t *Transport) drain(q *queue, sink *pool.Sink) (empty bool) {
 func (t *Transport) forget() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.queues.compact(func(q *queue) bool {
+	t.queues.Compact(func(q *queue) bool {
 		if q.gone {
 			t.forgotten += q.taken
 		}
@@ -270,7 +271,7 @@ func (t *Transport) Close() error {
 	}
 	t.gate.Close()
 	t.mu.Lock()
-	for _, q := range t.queues.load() {
+	for _, q := range t.queues.Load() {
 		q.park.WakeAll()
 	}
 	t.mu.Unlock()
@@ -309,7 +310,7 @@ func (t *Transport) Stats() Stats {
 	}
 	t.mu.Lock()
 	st.Submitted, st.Drained = t.forgotten, t.forgotten
-	for _, q := range t.queues.load() {
+	for _, q := range t.queues.Load() {
 		head := q.head.Load() // before tail, so that tail >= head
 		st.Submitted += q.tail.Load()
 		st.Drained += head

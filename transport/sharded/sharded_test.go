@@ -187,9 +187,9 @@ func TestNew(t *testing.T) {
 		{name: "largest int batch", opts: []sharded.Option{sharded.WithBatch(math.MaxInt)}, wantErr: "batch"},
 		{name: "nil option", opts: []sharded.Option{sharded.WithChunks(), nil}, wantErr: "sharded: nil option at opts[1]"},
 		{name: "nil option first", opts: []sharded.Option{nil, sharded.WithCapacity(0)}, wantErr: "nil option at opts[0]"},
-		{name: "capacity twice", opts: []sharded.Option{sharded.WithCapacity(0), sharded.WithCapacity(8)}, wantErr: "sharded: WithCapacity given twice"},
-		{name: "batch twice", opts: []sharded.Option{sharded.WithBatch(4), sharded.WithBatch(4)}, wantErr: "WithBatch given twice"},
-		{name: "chunks twice", opts: []sharded.Option{sharded.WithChunks(), sharded.WithChunks()}, wantErr: "WithChunks given twice"},
+		{name: "later capacity wins", opts: []sharded.Option{sharded.WithCapacity(0), sharded.WithCapacity(8)},
+			want: pool.Bounds{Capacity: 8, Batch: sharded.DefaultBatch, PerProducer: true}},
+		{name: "later bad batch wins", opts: []sharded.Option{sharded.WithBatch(4), sharded.WithBatch(0)}, wantErr: "batch 0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr, err := sharded.New(c.opts...)
@@ -233,11 +233,12 @@ func FuzzNew(f *testing.F) {
 		if withNil {
 			opts = append(opts, nil)
 		}
-		if twice && len(opts) > 0 && opts[0] != nil {
-			opts = append(opts, opts[0])
+		if twice && setCap {
+			opts = append(opts, sharded.WithCapacity(batch)) // overrides the capacity above
+			wantCap = batch
 		}
 		var want pool.Bounds
-		if !withNil && !(twice && len(opts) > 0 && opts[0] != nil) &&
+		if !withNil &&
 			wantCap >= 1 && wantCap <= sharded.MaxCapacity && wantBatch >= 1 && wantBatch <= sharded.MaxBatch {
 			want = pool.Bounds{Capacity: wantCap, Batch: wantBatch, Chunked: chunks, PerProducer: true}
 		}

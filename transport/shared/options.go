@@ -19,9 +19,9 @@ const MaxCapacity = bounded.MaxCapacity
 // MaxBatch is the largest batch New accepts.
 const MaxBatch = bounded.MaxBatch
 
-// Option configures New. Build options with WithCapacity and WithBatch; each
-// may be given once. A nil Option, or one given twice, makes New fail with an
-// error wrapping pool.ErrInvalidConfig.
+// Option configures New. Build options with WithCapacity and WithBatch; a
+// later option overrides an earlier one of the same kind. A nil Option makes
+// New fail with an error wrapping pool.ErrInvalidConfig.
 type Option interface{ apply(*bounded.Config) }
 
 type option func(*bounded.Config)

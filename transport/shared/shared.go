@@ -151,9 +151,9 @@ var (
 )
 
 // New returns an empty shared queue. Options set its capacity (default
-// DefaultCapacity) and drain batch (default DefaultBatch). A nil option, an
-// option given twice and values out of range fail with an error wrapping
-// pool.ErrInvalidConfig.
+// DefaultCapacity) and drain batch (default DefaultBatch); a later option
+// overrides an earlier one. A nil option and values out of range fail with
+// an error wrapping pool.ErrInvalidConfig.
 func New(opts ...Option) (*Transport, error) {
 	cfg, err := bounded.Build("shared", opts, Option.apply, defaults)
 	if err != nil {

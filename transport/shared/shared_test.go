@@ -169,8 +169,8 @@ func TestNew(t *testing.T) {
 		{name: "largest int batch", opts: []shared.Option{shared.WithBatch(math.MaxInt)}, wantErr: "batch"},
 		{name: "nil option", opts: []shared.Option{nil}, wantErr: "shared: nil option at opts[0]"},
 		{name: "nil option after a valid one", opts: []shared.Option{shared.WithBatch(2), nil}, wantErr: "nil option at opts[1]"},
-		{name: "capacity twice", opts: []shared.Option{shared.WithCapacity(0), shared.WithCapacity(8)}, wantErr: "shared: WithCapacity given twice"},
-		{name: "batch twice", opts: []shared.Option{shared.WithBatch(8), shared.WithBatch(8)}, wantErr: "WithBatch given twice"},
+		{name: "later capacity wins", opts: []shared.Option{shared.WithCapacity(0), shared.WithCapacity(8)}, capa: 8, batch: shared.DefaultBatch},
+		{name: "later bad batch wins", opts: []shared.Option{shared.WithBatch(8), shared.WithBatch(-2)}, wantErr: "batch -2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr, err := shared.New(c.opts...)
@@ -213,12 +213,12 @@ func FuzzNew(f *testing.F) {
 		if withNil {
 			opts = append(opts, nil)
 		}
-		dup := twice && len(opts) > 0 && opts[0] != nil
-		if dup {
-			opts = append(opts, opts[0])
+		if twice && setCap {
+			opts = append(opts, shared.WithCapacity(batch)) // overrides the capacity above
+			wantCap = batch
 		}
 		var want pool.Bounds
-		if !withNil && !dup && wantCap >= 1 && wantCap <= shared.MaxCapacity && wantBatch >= 1 && wantBatch <= shared.MaxBatch {
+		if !withNil && wantCap >= 1 && wantCap <= shared.MaxCapacity && wantBatch >= 1 && wantBatch <= shared.MaxBatch {
 			want = pool.Bounds{Capacity: wantCap, Batch: wantBatch}
 		}
 		if want.Capacity > 1<<12 {

@@ -56,9 +56,10 @@ func TestBuild(t *testing.T) {
 		{name: "nil before a bad value", opts: []opt{nil, capacity(0)}, wantErr: "nil option at opts[0]"},
 		{name: "nil func", opts: []opt{batch(2), optFunc(nil)}, wantErr: "test: nil option at opts[1]"},
 		{name: "nil wrapped", opts: []opt{wrapped{}}, wantErr: "test: nil option at opts[0]"},
-		{name: "twice", opts: []opt{capacity(4), batch(2), capacity(4)}, wantErr: "pool: invalid configuration: test: WithCapacity given twice"},
-		{name: "first twice named", opts: []opt{batch(1), chunks(), chunks(), batch(1)}, wantErr: "test: WithChunks given twice"},
-		{name: "twice before a bad value", opts: []opt{batch(1), batch(0)}, wantErr: "WithBatch given twice"},
+		{name: "later overrides", opts: []opt{capacity(4), batch(2), capacity(9)}, want: bounded.Config{Capacity: 9, Batch: 2}},
+		{name: "repeated chunks", opts: []opt{batch(1), chunks(), chunks(), batch(3)}, want: bounded.Config{Capacity: 8, Batch: 3, Chunks: true}},
+		{name: "a bad value overridden", opts: []opt{batch(0), batch(1)}, want: bounded.Config{Capacity: 64, Batch: 1}},
+		{name: "a good value overridden by a bad one", opts: []opt{batch(1), batch(0)}, wantErr: "test: batch 0"},
 		{name: "capacity 0", opts: []opt{capacity(0)}, wantErr: "pool: invalid configuration: test: capacity 0, want 1 to 1048576"},
 		{name: "capacity -1", opts: []opt{capacity(-1)}, wantErr: "capacity -1, want"},
 		{name: "capacity MinInt", opts: []opt{capacity(math.MinInt)}, wantErr: "capacity -"},
@@ -91,7 +92,7 @@ func TestBuild(t *testing.T) {
 }
 
 // FuzzBuild: Build accepts exactly the configurations in range with no nil
-// and no repeated option, and returns what they set.
+// option, the last of repeated options winning, and returns what they set.
 func FuzzBuild(f *testing.F) {
 	f.Add(1, 1, uint8(0b0011))
 	f.Add(0, -1, uint8(0b0011))
@@ -111,16 +112,16 @@ func FuzzBuild(f *testing.F) {
 			opts = append(opts, batch(bat))
 			wantBatch = bat
 		}
-		twice := flags&8 != 0 && len(opts) > 0
-		if twice {
-			opts = append(opts, opts[len(opts)-1])
+		if flags&8 != 0 && flags&1 != 0 {
+			opts = append(opts, capacity(bat)) // overrides the capacity above
+			wantCap = bat
 		}
 		withNil := flags&16 != 0
 		if withNil {
 			opts = append(opts, nil)
 		}
 		got, err := bounded.Build("fuzz", opts, apply, defaults)
-		valid := !twice && !withNil && wantCap >= 1 && wantCap <= bounded.MaxCapacity && wantBatch >= 1 && wantBatch <= bounded.MaxBatch
+		valid := !withNil && wantCap >= 1 && wantCap <= bounded.MaxCapacity && wantBatch >= 1 && wantBatch <= bounded.MaxBatch
 		if !valid {
 			if !errors.Is(err, pool.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "pool: invalid configuration: fuzz: ") {
 				t.Fatalf("Build = %+v, %v; want an error wrapping pool.ErrInvalidConfig", got, err)

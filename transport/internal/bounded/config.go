@@ -24,7 +24,6 @@ type Config struct {
 	Chunks   bool // an item is a whole chunk
 
 	given setting // the settings applied so far
-	twice string  // the name of the first option given twice
 }
 
 type setting uint8
@@ -37,38 +36,31 @@ const (
 
 // SetCapacity is what WithCapacity(n) does.
 func (c *Config) SetCapacity(n int) {
-	c.mark(capacitySetting, "WithCapacity")
+	c.given |= capacitySetting
 	c.Capacity = n
 }
 
 // SetBatch is what WithBatch(n) does.
 func (c *Config) SetBatch(n int) {
-	c.mark(batchSetting, "WithBatch")
+	c.given |= batchSetting
 	c.Batch = n
 }
 
 // SetChunks is what WithChunks() does.
 func (c *Config) SetChunks() {
-	c.mark(chunksSetting, "WithChunks")
+	c.given |= chunksSetting
 	c.Chunks = true
-}
-
-func (c *Config) mark(s setting, name string) {
-	if c.given&s != 0 && c.twice == "" {
-		c.twice = name
-	}
-	c.given |= s
 }
 
 // Defaults returns the capacity and batch a transport uses where no option
 // sets them, given whether items are whole chunks.
 type Defaults func(chunks bool) (capacity, batch int)
 
-// Build applies opts in order, fills in what they left unset from defaults
-// and validates the result. Every error wraps pool.ErrInvalidConfig and reads
-// "pool: invalid configuration: <pkg>: <what>": a nil option, an option given
-// twice (options do not override each other, so a mistake cannot hide
-// behind a later option), a capacity outside 1 to MaxCapacity, a batch
+// Build applies opts in order (a later option overrides an earlier one of
+// the same kind, so defaults can be followed by overrides), fills in what
+// they left unset from defaults and validates the result. Every error wraps
+// pool.ErrInvalidConfig and reads "pool: invalid configuration: <pkg>:
+// <what>": a nil option, a capacity outside 1 to MaxCapacity, a batch
 // outside 1 to MaxBatch.
 //
 // O is the transport's Option interface and apply calls its unexported
@@ -81,9 +73,6 @@ func Build[O any](pkg string, opts []O, apply func(O, *Config), defaults Default
 		if any(o) == nil || !applied(o, &c, apply) {
 			return Config{}, Invalid(pkg, "nil option at opts[%d]", i)
 		}
-	}
-	if c.twice != "" {
-		return Config{}, Invalid(pkg, "%s given twice", c.twice)
 	}
 	capacity, batch := defaults(c.Chunks)
 	if c.given&capacitySetting == 0 {
