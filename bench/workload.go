@@ -32,8 +32,6 @@ const (
 	// ChurnTimedFill is the byte written into new churn blocks in timed runs;
 	// sample rounds write the round number.
 	ChurnTimedFill = 0x5A
-	// SharedCapacity and SharedBatch configure locus-shared's queue.
-	SharedCapacity, SharedBatch = 1024, 64
 	// WorkerChannel is the capacity of every worker's command channel.
 	WorkerChannel = 64
 	// SampleRounds is the number of traces of the untimed sample pass.
@@ -99,7 +97,7 @@ func WorkloadByName(name string) (*Workload, error) {
 			return w, nil
 		}
 	}
-	return nil, fmt.Errorf("bench: unknown workload %q", name)
+	return nil, fmt.Errorf("%w: workload %q", ErrUnknown, name)
 }
 
 // TouchMode says which bytes every contender writes into a block right

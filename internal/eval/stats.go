@@ -1,0 +1,112 @@
+package eval
+
+import (
+	"math"
+	"slices"
+)
+
+// Interval is a point estimate with its confidence interval.
+type Interval struct {
+	Point float64 `json:"point"`
+	Lo    float64 `json:"lo"`
+	Hi    float64 `json:"hi"`
+}
+
+// Excludes reports whether x lies outside the interval.
+func (iv Interval) Excludes(x float64) bool { return x < iv.Lo || x > iv.Hi }
+
+// Overlaps reports whether two intervals share a point.
+func (iv Interval) Overlaps(o Interval) bool { return iv.Lo <= o.Hi && o.Lo <= iv.Hi }
+
+// Inverse is the interval of 1/x.
+func (iv Interval) Inverse() Interval {
+	return Interval{Point: 1 / iv.Point, Lo: 1 / iv.Hi, Hi: 1 / iv.Lo}
+}
+
+// Confidence is the level of every interval.
+const Confidence = 0.95
+
+// median returns the median of xs without modifying it.
+func median(xs []float64) float64 {
+	n := len(xs)
+	if n == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// t975 are the 0.975 quantiles of Student's t distribution with 1 to 30
+// degrees of freedom.
+var t975 = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// tQuantile returns the 0.975 quantile of Student's t with df >= 1 degrees
+// of freedom; past 30, the normal quantile corrected to first order.
+func tQuantile(df int) float64 {
+	if df <= len(t975) {
+		return t975[df-1]
+	}
+	return 1.960 + 2.4/float64(df)
+}
+
+// ratioInterval combines per-process samples of a ratio (one process's
+// per-round ratios each): every process contributes the median of its
+// ratios, and the result is the geometric mean of those medians with a
+// Student t interval on their logarithms (G-1 degrees of freedom for G
+// processes). The processes are the units because their memory layout
+// differs and they run at different times, and that, more than the rounds'
+// noise, says where another run would land. Empty samples are ignored;
+// with one process the interval is the point.
+func ratioInterval(samples [][]float64) Interval {
+	var logs []float64
+	for _, xs := range samples {
+		if len(xs) > 0 {
+			logs = append(logs, math.Log(median(xs)))
+		}
+	}
+	g := len(logs)
+	if g == 0 {
+		nan := math.NaN()
+		return Interval{nan, nan, nan}
+	}
+	mean := 0.0
+	for _, l := range logs {
+		mean += l
+	}
+	mean /= float64(g)
+	if g == 1 {
+		x := math.Exp(mean)
+		return Interval{x, x, x}
+	}
+	ss := 0.0
+	for _, l := range logs {
+		ss += (l - mean) * (l - mean)
+	}
+	half := tQuantile(g-1) * math.Sqrt(ss/float64(g-1)/float64(g))
+	return Interval{Point: math.Exp(mean), Lo: math.Exp(mean - half), Hi: math.Exp(mean + half)}
+}
+
+// ratios returns, per process, the per-round ratios a[r]/b[r] of two
+// members' block times.
+func ratios(a, b [][]float64) [][]float64 {
+	out := make([][]float64, len(a))
+	for p := range a {
+		if p >= len(b) {
+			break
+		}
+		n := min(len(a[p]), len(b[p]))
+		out[p] = make([]float64, 0, n)
+		for r := range n {
+			if b[p][r] > 0 {
+				out[p] = append(out[p], a[p][r]/b[p][r])
+			}
+		}
+	}
+	return out
+}

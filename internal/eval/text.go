@@ -1,0 +1,241 @@
+package eval
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locus-go/locus/bench"
+)
+
+// fmtX formats a ratio.
+func fmtX(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+// fmtIv formats an interval as "[lo–hi]".
+func fmtIv(iv Interval) string { return "[" + fmtX(iv.Lo) + "–" + fmtX(iv.Hi) + "]" }
+
+// fmtUS formats µs with three significant digits or so.
+func fmtUS(us float64) string {
+	switch {
+	case us >= 1000:
+		return fmt.Sprintf("%.0f", us)
+	case us >= 100:
+		return fmt.Sprintf("%.1f", us)
+	case us >= 10:
+		return fmt.Sprintf("%.2f", us)
+	}
+	return fmt.Sprintf("%.3f", us)
+}
+
+func fmtBytes(b float64) string {
+	switch {
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", b/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", b)
+}
+
+// plural returns "1 CPU", "2 CPUs", "3 processes".
+func plural(n int, what string) string {
+	switch {
+	case n == 1:
+		return "1 " + what
+	case strings.HasSuffix(what, "s"):
+		return itoa(n) + " " + what + "es"
+	}
+	return itoa(n) + " " + what + "s"
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }
+
+// byRatio orders cells: valid ones by ratio to the baseline, then invalid.
+func byRatio(cells []Cell) []Cell {
+	s := slices.Clone(cells)
+	slices.SortStableFunc(s, func(a, b Cell) int {
+		if a.GatesOK != b.GatesOK {
+			if a.GatesOK {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.Ratio.Point, b.Ratio.Point)
+	})
+	return s
+}
+
+// verdictLine says, in one line, how the baseline compares with every
+// other valid contender of the board: "N× faster than X [lo–hi]" when the
+// baseline is faster with an interval that excludes 1, "N× slower than X"
+// likewise, "tie with X" otherwise; the floor is given as the limit.
+func verdictLine(wb *WorkloadBoard) string {
+	base := wb.Cell(bench.Baseline)
+	if base == nil || !base.GatesOK {
+		return bench.Baseline + ": not measured or invalid"
+	}
+	var parts []string
+	floor := ""
+	for _, c := range byRatio(wb.Cells) {
+		if c.Contender == bench.Baseline || !c.GatesOK {
+			continue
+		}
+		if c.Floor {
+			floor = fmt.Sprintf("; its floor %s takes %s× its time %s", c.Contender, fmtX(c.Ratio.Point), fmtIv(c.Ratio))
+			continue
+		}
+		switch c.Verdict {
+		case "faster": // the contender is faster: the baseline is slower
+			inv := c.Ratio.Inverse()
+			parts = append(parts, fmt.Sprintf("%s× slower than %s %s", fmtX(inv.Point), c.Contender, fmtIv(inv)))
+		case "slower":
+			parts = append(parts, fmt.Sprintf("%s× faster than %s %s", fmtX(c.Ratio.Point), c.Contender, fmtIv(c.Ratio)))
+		default:
+			parts = append(parts, fmt.Sprintf("tie with %s %s", c.Contender, fmtIv(c.Ratio)))
+		}
+	}
+	return bench.Baseline + ": " + strings.Join(parts, ", ") + floor
+}
+
+// WriteText writes the scoreboard as text: per pass and workload the
+// verdict line and the table, then the targets and the legend.
+func WriteText(w io.Writer, sb *Scoreboard) {
+	fmt.Fprintf(w, "%s scoreboard — %s\n", sb.Suite, sb.Machine)
+	fmt.Fprintf(w, "%s; %s; touch %s (churn-touch: full)", revString(sb.Revision), plural(sb.Config.Runs, "process"), sb.Config.Touch)
+	if sb.Config.PaceUS > 0 {
+		fmt.Fprintf(w, "; paced pass at %g µs", sb.Config.PaceUS)
+	}
+	if sb.Config.Quick {
+		fmt.Fprint(w, "; QUICK (smoke test: the figures mean nothing)")
+	}
+	fmt.Fprintf(w, "; %s\n", (time.Duration(sb.WallSeconds * 1e9)).Round(time.Second))
+	for _, p := range sb.Passes {
+		fmt.Fprintln(w)
+		if p.Name == "paced" {
+			fmt.Fprintf(w, "== paced: %g µs of simulated compute after every step; owner time outside it ==\n", p.PaceUS)
+		} else {
+			fmt.Fprintln(w, "== unpaced: the v1 traces, steps back to back ==")
+		}
+		for i := range p.Workloads {
+			writeBoard(w, &p.Workloads[i], p.Name == "paced")
+		}
+	}
+	fmt.Fprintln(w)
+	WriteTargets(w, sb.Targets)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, Legend)
+}
+
+func revString(r Revision) string {
+	s := "revision " + r.VCS
+	if len(r.VCS) > 12 {
+		s = "revision " + r.VCS[:12]
+	}
+	if r.Modified {
+		s += " (modified)"
+	}
+	return s
+}
+
+func writeBoard(w io.Writer, wb *WorkloadBoard, paced bool) {
+	fmt.Fprintf(w, "\n%s  (%d blocks/trace, %d steps, theoretical peak %d)\n", wb.Workload, wb.BlocksPerTrace, wb.Steps, wb.TheoreticalPeak)
+	fmt.Fprintf(w, "  %s\n", wb.Verdict)
+	timeCol := "µs/trace"
+	if paced {
+		timeCol = "owner µs/step"
+	}
+	fmt.Fprintf(w, "  %4s  %-23s %13s  %-24s %-8s %-13s", "rank", "contender", timeCol, "× "+bench.Baseline+" [95% CI]", "verdict", "quality med/worst")
+	if paced {
+		fmt.Fprintf(w, " %9s", "mean live")
+	}
+	fmt.Fprintf(w, " %10s  %s\n", "bytes/trace", "gates")
+	for _, c := range byRatio(wb.Cells) {
+		rank := "-"
+		if c.Rank > 0 {
+			rank = itoa(c.Rank)
+		}
+		if c.Floor {
+			rank = "floor"
+		}
+		t := c.USPerTrace
+		if paced {
+			t = c.USPerStep
+		}
+		ratio, verdict := "", c.Verdict
+		if c.GatesOK {
+			ratio = fmtX(c.Ratio.Point)
+			if c.Contender != bench.Baseline {
+				ratio += " " + fmtIv(c.Ratio)
+			}
+		}
+		gates := "ok"
+		if !c.GatesOK {
+			gates = "INVALID: " + strings.Join(c.GateErrors, "; ")
+			verdict = "-"
+		}
+		q := "-"
+		if c.Quality.Median > 0 {
+			q = fmt.Sprintf("%.2f / %.2f", c.Quality.Median, c.Quality.Worst)
+		}
+		fmt.Fprintf(w, "  %4s  %-23s %13s  %-24s %-8s %-17s", rank, c.Contender, fmtUS(t), ratio, verdict, q)
+		if paced {
+			fmt.Fprintf(w, " %9.0f", c.MeanLive)
+		}
+		fmt.Fprintf(w, " %10s  %s\n", fmtBytes(c.BytesPerTrace), gates)
+	}
+}
+
+// WriteTargets writes the targets, one line each.
+func WriteTargets(w io.Writer, ts []Target) {
+	fmt.Fprintln(w, "Targets (judged on the 95 % intervals: met = the whole interval within the bound, missed = the whole")
+	fmt.Fprintln(w, "interval beyond it, undecided = it straddles the bound; a missed target does not fail the run):")
+	for _, t := range ts {
+		got := "-"
+		switch {
+		case t.Status == NotMeasured:
+		case t.Want.Unit == "B":
+			got = fmtBytes(t.Got.Point)
+		default:
+			got = fmtX(t.Got.Point) + "× " + fmtIv(t.Got)
+		}
+		want := fmt.Sprintf("%s %g%s", t.Want.Op, t.Want.Value, t.Want.Unit)
+		line := fmt.Sprintf("  %-9s %-62s want %-8s got %s", strings.ToUpper(t.Status), t.Name, want, got)
+		if t.Detail != "" {
+			line += " (" + t.Detail + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// Legend explains the scoreboard's columns and statistics.
+const Legend = `Legend:
+  µs/trace      owner goroutine's wall time per trace (one trace = one churn run of 64 steps for churn-touch), from the
+                first drain to the end of the end-of-trace barrier and its one drain; the median over all blocks of the
+                block's mean per timed trace. Paced: owner µs/step = the same less the pace spins, per step.
+  × baseline    per round, the contender's block time over locus-mailbox's block in the same round; per process the
+                median over its rounds; over processes the geometric mean of those medians, with a 95 % Student t
+                interval on their logarithms (the processes, whose memory layout and timing differ, are the units).
+                Lower is faster.
+  verdict       faster / slower than locus-mailbox when the interval excludes 1, else tie.
+  rank          1 + the number of contenders faster than this one with a pairwise interval that excludes 1 (ties share
+                a rank); the floor (locus-inline: no workers, the owner frees inline) is the limit and is not ranked.
+  quality       peak of outstanding blocks (allocated, not yet back on the free list) at step ends, over the theoretical
+                instant-free peak: median and worst over the sampled traces (unpaced: the discarded first traces of
+                every block; paced: every trace). mean live: outstanding blocks at step ends, mean.
+  bytes/trace   heap bytes allocated per timed trace (runtime/metrics, counted per block).
+  gates         every trace: allocated = freed = blocks per trace; after every trace: remote frees submitted = drained,
+                queues empty, nothing rejected, live blocks as expected. A cell that fails is INVALID, never ranked, and
+                the command exits non-zero.
+  touch         every contender writes the same bytes right after allocating, on the owner: byte = 1 byte at offset 0;
+                churn-touch writes all 4096 bytes. go-heap's make also zeroes every block.`
