@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -355,7 +356,7 @@ func buildScoreboard(specs []Spec, data []ProcessData) *Scoreboard {
 
 func buildWorkload(g GroupSpec, gd []GroupData) WorkloadBoard {
 	w, _ := bench.WorkloadByName(g.Workload)
-	wb := WorkloadBoard{Workload: g.Workload, Raw: Raw{Members: g.Members}}
+	wb := WorkloadBoard{Workload: cmp.Or(g.Workload, g.ID), Raw: Raw{Members: g.Members}}
 	if w != nil {
 		p := bench.NewPlan(w)
 		wb.BlocksPerTrace, wb.TheoreticalPeak, wb.Steps = p.BlocksPerTrace, p.TheoreticalPeak, p.Steps

@@ -82,8 +82,11 @@ func byRatio(cells []Cell) []Cell {
 // likewise, "tie with X" otherwise; the floor is given as the limit.
 func verdictLine(wb *WorkloadBoard) string {
 	base := wb.Cell(bench.Baseline)
-	if base == nil || !base.GatesOK {
-		return bench.Baseline + ": not measured or invalid"
+	if base == nil {
+		return ""
+	}
+	if !base.GatesOK {
+		return bench.Baseline + ": invalid (failed its gates)"
 	}
 	var parts []string
 	floor := ""

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/locus-go/locus/bench"
+	"github.com/locus-go/locus/internal/eval"
+)
+
+func runThread(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("locus-eval thread", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: locus-eval thread [flags]
+
+Replays the LOCUS design thread's experiments 0351–0359 on this machine: each experiment's configurations are
+timed interleaved over -runs processes, as on the scoreboard, and its bar is judged on the 95 % intervals
+(confirmed, falsified, inconclusive). Exit status 1 when a configuration failed its gates.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	exps := fs.String("exp", "", "comma-separated experiments (default all: "+strings.Join(eval.ExperimentIDs(), ",")+")")
+	runs := fs.Int("runs", eval.MinRuns+2, fmt.Sprintf("measuring processes (at least %d)", eval.MinRuns))
+	touch := fs.String("touch", "byte", "touch of the trace configurations: byte, full or none")
+	asJSON := fs.Bool("json", false, "print the JSON document instead of the ledger")
+	quick := fs.Bool("quick", false, "tiny blocks and rounds: a smoke test whose figures mean nothing")
+	quiet := fs.Bool("q", false, "no progress on stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o := eval.ThreadOptions{Runs: *runs, Quick: *quick, IDs: splitList(*exps)}
+	var err error
+	if o.Touch, err = bench.ParseTouchMode(*touch); err != nil {
+		return err
+	}
+	if o.Runs < eval.MinRuns {
+		return fmt.Errorf("%w: -runs %d; at least %d processes", eval.ErrConfig, o.Runs, eval.MinRuns)
+	}
+	for _, id := range o.IDs {
+		if !contains(eval.ExperimentIDs(), id) {
+			return fmt.Errorf("%w: unknown experiment %q (have %s)", eval.ErrConfig, id, strings.Join(eval.ExperimentIDs(), ", "))
+		}
+	}
+	done := func() {}
+	if !*quiet {
+		o.Progress, done = eval.NewProgressPrinter(stderr, isTerminal(stderr))
+	}
+	t, err := eval.RunThread(o)
+	done()
+	if err != nil {
+		return err
+	}
+	if !*quiet {
+		fmt.Fprintf(stderr, "done in %s\n", time.Duration(t.WallSeconds*1e9).Round(time.Second))
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", " ")
+		if err := enc.Encode(t); err != nil {
+			return err
+		}
+	} else {
+		eval.WriteLedger(stdout, t)
+	}
+	if !t.GatesOK {
+		return fmt.Errorf("%w: %w", errFailed, errors.New("some configurations failed their proof gates (INVALID)"))
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
