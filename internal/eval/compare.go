@@ -1,33 +1,12 @@
 package eval
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/locus-go/locus/bench"
 )
-
-// ReadScoreboard reads a scoreboard document written by locus-eval -json.
-func ReadScoreboard(path string) (*Scoreboard, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var sb Scoreboard
-	if err := json.Unmarshal(b, &sb); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if sb.Schema != Schema {
-		return nil, fmt.Errorf("%s: %w: schema %q, want %q", path, ErrConfig, sb.Schema, Schema)
-	}
-	if sb.SchemaVersion != SchemaVersion {
-		return nil, fmt.Errorf("%s: %w: schema version %d, this locus-eval reads %d", path, ErrConfig, sb.SchemaVersion, SchemaVersion)
-	}
-	return &sb, nil
-}
 
 // Comparison is the stability check of two runs: for every (pass,
 // workload, contender) in both, do the intervals of the ratio to the

@@ -1,45 +1,13 @@
 package eval
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/locus-go/locus/bench"
 )
-
-// ReadDocument reads a document written by locus-eval -json or locus-eval
-// thread -json: exactly one of the results is non-nil.
-func ReadDocument(path string) (*Scoreboard, *Thread, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	var head struct {
-		Schema string `json:"schema"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	switch head.Schema {
-	case Schema:
-		sb, err := ReadScoreboard(path)
-		return sb, nil, err
-	case ThreadSchema:
-		var t Thread
-		if err := json.Unmarshal(b, &t); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if t.SchemaVersion != SchemaVersion {
-			return nil, nil, fmt.Errorf("%s: %w: schema version %d, this locus-eval reads %d", path, ErrConfig, t.SchemaVersion, SchemaVersion)
-		}
-		return nil, &t, nil
-	}
-	return nil, nil, fmt.Errorf("%s: %w: not a locus-eval document (schema %q)", path, ErrConfig, head.Schema)
-}
 
 // WriteMarkdown writes BENCHMARKS.md: the first scoreboard in full, every
 // further scoreboard (another machine, another GOMAXPROCS) as a section of

@@ -428,15 +428,15 @@ func buildWorkload(g GroupSpec, gd []GroupData) WorkloadBoard {
 	return wb
 }
 
-// Ratio returns a's time over b's on this board, from the raw blocks: the
-// median per-round ratio with its interval. ok is false when either is
-// missing or invalid.
+// Ratio returns a's time over b's on this board, from the raw blocks (see
+// ratioInterval). ok is false when either is missing or failed its gates.
 func (wb *WorkloadBoard) Ratio(a, b string) (iv Interval, ok bool) {
-	ia, ib := wb.index(a), wb.index(b)
-	if ia < 0 || ib < 0 || !wb.Cells[ia].GatesOK || !wb.Cells[ib].GatesOK {
+	ca, cb := wb.Cell(a), wb.Cell(b)
+	ia, ib := slices.Index(wb.Raw.Members, a), slices.Index(wb.Raw.Members, b)
+	if ca == nil || cb == nil || !ca.GatesOK || !cb.GatesOK || ia < 0 || ib < 0 {
 		return Interval{}, false
 	}
-	if ia == ib {
+	if a == b {
 		return Interval{1, 1, 1}, true
 	}
 	if a > b { // one computation per pair, so that b/a is exactly the inverse of a/b
@@ -448,11 +448,13 @@ func (wb *WorkloadBoard) Ratio(a, b string) (iv Interval, ok bool) {
 	}
 	var xs, ys [][]float64
 	for _, p := range wb.Raw.Blocks {
-		xs = append(xs, p[ia])
-		ys = append(ys, p[ib])
+		if ia < len(p) && ib < len(p) {
+			xs = append(xs, p[ia])
+			ys = append(ys, p[ib])
+		}
 	}
 	iv = ratioInterval(ratios(xs, ys))
-	if math.IsNaN(iv.Point) {
+	if math.IsNaN(iv.Point) || math.IsInf(iv.Point, 0) {
 		return iv, false
 	}
 	if wb.ratios == nil {
@@ -462,19 +464,12 @@ func (wb *WorkloadBoard) Ratio(a, b string) (iv Interval, ok bool) {
 	return iv, true
 }
 
-func (wb *WorkloadBoard) index(name string) int {
-	for i, c := range wb.Cells {
-		if c.Contender == name {
-			return i
-		}
-	}
-	return -1
-}
-
 // Cell returns the named cell, or nil.
 func (wb *WorkloadBoard) Cell(name string) *Cell {
-	if i := wb.index(name); i >= 0 {
-		return &wb.Cells[i]
+	for i := range wb.Cells {
+		if wb.Cells[i].Contender == name {
+			return &wb.Cells[i]
+		}
 	}
 	return nil
 }

@@ -66,8 +66,8 @@ func tQuantile(df int) float64 {
 func ratioInterval(samples [][]float64) Interval {
 	var logs []float64
 	for _, xs := range samples {
-		if len(xs) > 0 {
-			logs = append(logs, math.Log(median(xs)))
+		if m := median(xs); m > 0 && !math.IsInf(m, 0) {
+			logs = append(logs, math.Log(m))
 		}
 	}
 	g := len(logs)
@@ -103,7 +103,7 @@ func ratios(a, b [][]float64) [][]float64 {
 		n := min(len(a[p]), len(b[p]))
 		out[p] = make([]float64, 0, n)
 		for r := range n {
-			if b[p][r] > 0 {
+			if a[p][r] > 0 && b[p][r] > 0 {
 				out[p] = append(out[p], a[p][r]/b[p][r])
 			}
 		}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/locus-go/locus/internal/eval"
+)
+
+// The measuring children re-execute this test binary.
+func TestMain(m *testing.M) {
+	if eval.IsChild() {
+		os.Exit(eval.ChildMain())
+	}
+	os.Exit(m.Run())
+}
+
+func runCmd(t *testing.T, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	status = run(args, &out, &errOut)
+	return status, out.String(), errOut.String()
+}
+
+// The scoreboard end to end in -quick mode, through its child processes:
+// the JSON document has its schema, configuration, machine and structured
+// targets, every cell passed its gates, and report and compare read it.
+func TestScoreboardQuick(t *testing.T) {
+	args := []string{"-quick", "-q", "-json", "-runs", "3", "-workloads", "steady-decode,churn-touch",
+		"-contenders", "locus-inline,mutex-freelist,locus-handwritten"}
+	if testing.Short() {
+		args = append(args, "-passes", "unpaced")
+	}
+	status, out, errOut := runCmd(t, args...)
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errOut)
+	}
+	var doc struct {
+		Schema        string `json:"schema"`
+		SchemaVersion int    `json:"schema_version"`
+		Config        struct {
+			Runs  int  `json:"runs"`
+			Quick bool `json:"quick"`
+		} `json:"config"`
+		Machine struct {
+			CPUModel   string `json:"cpu_model"`
+			GOMAXPROCS int    `json:"gomaxprocs"`
+			GoVersion  string `json:"go_version"`
+		} `json:"machine"`
+		Revision struct {
+			VCS string `json:"vcs_revision"`
+		} `json:"revision"`
+		Passes []struct {
+			Workloads []struct {
+				Cells []struct {
+					Contender string `json:"contender"`
+					GatesOK   bool   `json:"gates_ok"`
+				} `json:"cells"`
+			} `json:"workloads"`
+		} `json:"passes"`
+		Targets []struct {
+			Name   string `json:"name"`
+			Status string `json:"status"`
+			Want   struct {
+				Op string `json:"op"`
+			} `json:"want"`
+		} `json:"targets"`
+		GatesOK bool `json:"gates_ok"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	if doc.Schema != eval.Schema || doc.SchemaVersion != eval.SchemaVersion || doc.Config.Runs != 3 || !doc.Config.Quick ||
+		doc.Machine.CPUModel == "" || doc.Machine.GOMAXPROCS < 1 || doc.Machine.GoVersion == "" || doc.Revision.VCS == "" {
+		t.Errorf("header: %+v", doc)
+	}
+	if !doc.GatesOK || len(doc.Passes) == 0 {
+		t.Fatalf("gates %v, %d passes", doc.GatesOK, len(doc.Passes))
+	}
+	for _, p := range doc.Passes {
+		for _, w := range p.Workloads {
+			if len(w.Cells) != 4 { // the baseline is added
+				t.Errorf("%d cells, want 4", len(w.Cells))
+			}
+			for _, c := range w.Cells {
+				if !c.GatesOK {
+					t.Errorf("%s failed its gates", c.Contender)
+				}
+			}
+		}
+	}
+	if len(doc.Targets) == 0 || doc.Targets[0].Status == "" || doc.Targets[0].Want.Op != "<=" {
+		t.Errorf("targets: %+v", doc.Targets)
+	}
+
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run.json")
+	if err := os.WriteFile(run, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status, md, errOut := runCmd(t, "report", "-svg", filepath.Join(dir, "fig"), run)
+	if status != 0 || !strings.Contains(md, "# Benchmarks") || !strings.Contains(md, "steady-decode") {
+		t.Fatalf("report: status %d %s\n%s", status, errOut, md)
+	}
+	if figs, _ := filepath.Glob(filepath.Join(dir, "fig", "*.svg")); len(figs) == 0 {
+		t.Error("report -svg wrote no figures")
+	}
+	status, cmp, errOut := runCmd(t, "compare", run, run)
+	if status != 0 || !strings.Contains(cmp, "consistent") {
+		t.Fatalf("compare: status %d %s\n%s", status, errOut, cmp)
+	}
+}
+
+func TestScoreboardText(t *testing.T) {
+	dir := t.TempDir()
+	status, out, errOut := runCmd(t, "-quick", "-runs", "3", "-passes", "paced", "-pace", "5us", "-workloads", "burst-storm",
+		"-contenders", "mutex-freelist-checked", "-svg", dir)
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errOut)
+	}
+	for _, want := range []string{"scoreboard —", "GOMAXPROCS=", "paced", "burst-storm", "locus-mailbox", "Targets", "Legend", "figures:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "process 3/3") || !strings.Contains(errOut, "done in") {
+		t.Errorf("no progress lines on stderr:\n%s", errOut)
+	}
+}
+
+func TestThreadQuick(t *testing.T) {
+	exps := "0352,0357,0358"
+	if !testing.Short() {
+		exps = ""
+	}
+	status, out, errOut := runCmd(t, "thread", "-quick", "-q", "-json", "-runs", "3", "-exp", exps)
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errOut)
+	}
+	var doc eval.Thread
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	if doc.Schema != eval.ThreadSchema || len(doc.Ledger) == 0 || !doc.GatesOK {
+		t.Fatalf("thread document: %+v", doc)
+	}
+	for _, r := range doc.Ledger {
+		if r.Verdict == eval.Invalid || r.Prediction == "" || r.Rust == "" || r.Go == "" {
+			t.Errorf("%s: bad row %+v", r.ID, r)
+		}
+	}
+}
+
+// Bad flags are refused before any measurement, with status 2.
+func TestBadFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-runs", "2"},
+		{"-pace", "0"},
+		{"-pace", "-1ms"},
+		{"-pace", "soon"},
+		{"-passes", "sideways"},
+		{"-passes", "paced", "-pace", "off"},
+		{"-contenders", "sync-pool,sync-pool"},
+		{"-contenders", "nope"},
+		{"-workloads", "nope"},
+		{"-workloads", "long-tail,long-tail"},
+		{"-touch", "sideways"},
+		{"-svg", filepath.Join(file, "dir")},
+		{"stray"},
+		{"thread", "-exp", "9999"},
+		{"thread", "-runs", "1"},
+		{"report"},
+		{"report", file},
+		{"compare", file},
+	} {
+		status, _, errOut := runCmd(t, args...)
+		if status != 2 {
+			t.Errorf("%v: status %d, want 2 (%s)", args, status, errOut)
+		}
+	}
+}
+
+func TestHelpListsSubcommands(t *testing.T) {
+	status, _, errOut := runCmd(t, "-help")
+	if status != 0 {
+		t.Fatalf("status %d", status)
+	}
+	for _, want := range []string{"thread", "report", "compare", "-runs", "-pace", "Exit status"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("help lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+func TestList(t *testing.T) {
+	status, out, _ := runCmd(t, "-list")
+	for _, want := range []string{"steady-decode", "locus-mailbox", "mutex-freelist-checked", "go-buffer-pool", "mcache"} {
+		if status != 0 || !strings.Contains(out, want) {
+			t.Errorf("list lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func FuzzPaceFlag(f *testing.F) {
+	for _, s := range []string{"30us", "off", "0", "-1s", "1h", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var p paceFlag
+		if err := p.Set(s); err == nil && p.d < 0 {
+			t.Fatalf("Set(%q) accepted a negative pace %v", s, p.d)
+		} else if err == nil && p.d == 0 && s != "off" {
+			t.Fatalf("Set(%q) gave pace 0", s)
+		}
+	})
+}

@@ -1,0 +1,126 @@
+package eval
+
+import (
+	"math"
+	"testing"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{7}, 7},
+	} {
+		if got := median(tc.xs); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+	if !math.IsNaN(median(nil)) {
+		t.Error("median(nil) is not NaN")
+	}
+}
+
+// The interval is Student's t on the logs of the per-process medians,
+// computed here by hand for three processes.
+func TestRatioInterval(t *testing.T) {
+	samples := [][]float64{{1.0, 1.1, 0.9}, {1.2, 1.2, 5}, {0.8, 0.79, 0.81}}
+	meds := []float64{1.0, 1.2, 0.8}
+	mean := 0.0
+	for _, m := range meds {
+		mean += math.Log(m) / 3
+	}
+	ss := 0.0
+	for _, m := range meds {
+		ss += (math.Log(m) - mean) * (math.Log(m) - mean)
+	}
+	half := 4.303 * math.Sqrt(ss/2/3)
+	got := ratioInterval(samples)
+	want := Interval{math.Exp(mean), math.Exp(mean - half), math.Exp(mean + half)}
+	if !near(got.Point, want.Point) || !near(got.Lo, want.Lo) || !near(got.Hi, want.Hi) {
+		t.Fatalf("ratioInterval = %+v, want %+v", got, want)
+	}
+	if got := ratioInterval([][]float64{{2, 2}, nil}); got != (Interval{2, 2, 2}) {
+		t.Errorf("one process: %+v, want the point", got)
+	}
+	if got := ratioInterval(nil); !math.IsNaN(got.Point) {
+		t.Errorf("no data: %+v, want NaN", got)
+	}
+	// Inverting every ratio inverts the interval.
+	inv := make([][]float64, len(samples))
+	for i, xs := range samples {
+		for _, x := range xs {
+			inv[i] = append(inv[i], 1/x)
+		}
+	}
+	gi := ratioInterval(inv).Inverse()
+	if !near(gi.Point, got.Point) || !near(gi.Lo, got.Lo) || !near(gi.Hi, got.Hi) {
+		t.Errorf("inverse %+v, want %+v", gi, got)
+	}
+}
+
+func TestTQuantile(t *testing.T) {
+	for _, tc := range []struct {
+		df   int
+		want float64
+	}{{1, 12.706}, {2, 4.303}, {7, 2.365}, {30, 2.042}} {
+		if got := tQuantile(tc.df); got != tc.want {
+			t.Errorf("tQuantile(%d) = %v, want %v", tc.df, got, tc.want)
+		}
+	}
+	if q := tQuantile(1000); q < 1.96 || q > 1.97 {
+		t.Errorf("tQuantile(1000) = %v", q)
+	}
+}
+
+func TestRatios(t *testing.T) {
+	got := ratios([][]float64{{2, 4, 0}, {9}}, [][]float64{{1, 2, 1}, {3, 3}})
+	if len(got) != 2 || len(got[0]) != 2 || got[0][0] != 2 || got[0][1] != 2 || len(got[1]) != 1 || got[1][0] != 3 {
+		t.Fatalf("ratios = %v", got)
+	}
+}
+
+func TestJudge(t *testing.T) {
+	for _, tc := range []struct {
+		iv    Interval
+		bound float64
+		want  string
+	}{
+		{Interval{0.9, 0.85, 0.95}, 1, Met},
+		{Interval{1.1, 1.05, 1.2}, 1, Missed},
+		{Interval{1.0, 0.95, 1.05}, 1, Undecided},
+		{Interval{1.0, 1.0, 1.0}, 1, Met},
+	} {
+		if got := judge(tc.iv, tc.bound); got != tc.want {
+			t.Errorf("judge(%+v, %v) = %s, want %s", tc.iv, tc.bound, got, tc.want)
+		}
+	}
+}
+
+func TestThreadVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"atLeast above", atLeast(Interval{1.6, 1.55, 1.7}, true, 1.5), Confirmed},
+		{"atLeast below", atLeast(Interval{1.2, 1.1, 1.3}, true, 1.5), Falsified},
+		{"atLeast straddles", atLeast(Interval{1.5, 1.4, 1.6}, true, 1.5), Inconclusive},
+		{"atLeast invalid", atLeast(Interval{}, false, 1.5), Invalid},
+		{"atMost", atMost(Interval{1.0, 0.98, 1.03}, true, 1.05), Confirmed},
+		{"atMost above", atMost(Interval{1.2, 1.1, 1.3}, true, 1.05), Falsified},
+		{"within", within(Interval{1.0, 0.95, 1.05}, true, 1.10), Confirmed},
+		{"within outside", within(Interval{1.3, 1.2, 1.4}, true, 1.10), Falsified},
+		{"within straddles", within(Interval{1.1, 1.0, 1.2}, true, 1.10), Inconclusive},
+		{"worst", worst(Confirmed, Inconclusive, Confirmed), Inconclusive},
+		{"worst invalid", worst(Falsified, Invalid), Invalid},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, tc.got, tc.want)
+		}
+	}
+}
