@@ -27,9 +27,9 @@ import (
 // time; locus-sharded-chunk a chunk queue of 8 chunks per worker drained 8
 // at a time (the record's T-0354 path).
 const (
-	SharedCapacity, SharedBatch             = 1024, 64
-	ShardedCapacity, ShardedBatch           = 256, 64
-	ShardedChunkCapacity, ShardedChunkBatch = 8, 8
+	sharedCapacity, sharedBatch             = 1024, 64
+	shardedCapacity, shardedBatch           = 256, 64
+	shardedChunkCapacity, shardedChunkBatch = 8, 8
 )
 
 // poolView is what locusBase needs of a pool, once per step or per list.
@@ -302,7 +302,7 @@ type sharedPool struct {
 }
 
 func (c *sharedPool) open(plan *Plan, touch TouchMode) error {
-	t, err := shared.New(shared.WithCapacity(SharedCapacity), shared.WithBatch(SharedBatch))
+	t, err := shared.New(shared.WithCapacity(sharedCapacity), shared.WithBatch(sharedBatch))
 	if err != nil {
 		return err
 	}
@@ -411,13 +411,13 @@ func init() {
 		Entry{Name: "locus-sharded", Group: GroupLocus, Checked: true,
 			Doc: "heap blocks + per-worker per-handle queues (256 handles each, batch 64) + LIFO",
 			new: func() contender {
-				return &shardedPool{opts: []sharded.Option{sharded.WithCapacity(ShardedCapacity), sharded.WithBatch(ShardedBatch)}}
+				return &shardedPool{opts: []sharded.Option{sharded.WithCapacity(shardedCapacity), sharded.WithBatch(shardedBatch)}}
 			}},
 		Entry{Name: "locus-sharded-chunk", Group: GroupLocus, Checked: true,
 			Doc: "heap blocks + per-worker chunk queues (8 chunks each, batch 8) + LIFO",
 			new: func() contender {
 				return &shardedPool{opts: []sharded.Option{sharded.WithChunks(),
-					sharded.WithCapacity(ShardedChunkCapacity), sharded.WithBatch(ShardedChunkBatch)}}
+					sharded.WithCapacity(shardedChunkCapacity), sharded.WithBatch(shardedChunkBatch)}}
 			}},
 	)
 	registerExtra(Entry{Name: "locus-allocchunk", Group: GroupLocus, Checked: true,

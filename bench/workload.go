@@ -138,7 +138,7 @@ func ParseTouchMode(s string) (TouchMode, error) {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("bench: unknown touch mode %q (want byte, full or none)", s)
+	return 0, fmt.Errorf("%w: touch mode %q (want byte, full or none)", ErrUnknown, s)
 }
 
 // effectiveTouch is the touch a workload actually uses: churn-touch always

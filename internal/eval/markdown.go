@@ -96,7 +96,7 @@ func writeTargetsMD(w io.Writer, ts []Target) {
 		if t.Detail != "" {
 			got += " (" + t.Detail + ")"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s %g%s | %s |\n", t.Status, t.Name, t.Want.Op, t.Want.Value, t.Want.Unit, got)
+		fmt.Fprintf(w, "| %s | %s | ≤ %g%s | %s |\n", t.Status, t.Name, t.Want.Value, t.Want.Unit, got)
 	}
 }
 

@@ -424,7 +424,7 @@ func buildWorkload(g GroupSpec, gd []GroupData) WorkloadBoard {
 		wb.Cells = append(wb.Cells, c)
 	}
 	rankCells(&wb)
-	wb.Verdict = verdictLine(&wb)
+	wb.Verdict = verdictLine(&wb, g.PaceNS > 0)
 	return wb
 }
 

@@ -11,9 +11,12 @@ import (
 	"github.com/locus-go/locus/bench"
 )
 
-// fmtX formats a ratio.
+// fmtX formats a ratio: two decimals, three within 0.5 % of 1 (so that an
+// interval that excludes 1 never prints as [1.00–…]).
 func fmtX(x float64) string {
 	switch {
+	case x >= 0.995 && x < 1.005 && x != 1:
+		return fmt.Sprintf("%.3f", x)
 	case x >= 100:
 		return fmt.Sprintf("%.0f", x)
 	case x >= 10:
@@ -79,8 +82,9 @@ func byRatio(cells []Cell) []Cell {
 // verdictLine says, in one line, how the baseline compares with every
 // other valid contender of the board: "N× faster than X [lo–hi]" when the
 // baseline is faster with an interval that excludes 1, "N× slower than X"
-// likewise, "tie with X" otherwise; the floor is given as the limit.
-func verdictLine(wb *WorkloadBoard) string {
+// likewise, "tie with X" otherwise; the floor is given as the limit
+// (paced, where it is no limit, as what it is).
+func verdictLine(wb *WorkloadBoard, paced bool) string {
 	base := wb.Cell(bench.Baseline)
 	if base == nil {
 		return ""
@@ -95,7 +99,11 @@ func verdictLine(wb *WorkloadBoard) string {
 			continue
 		}
 		if c.Floor {
-			floor = fmt.Sprintf("; its floor %s takes %s× its time %s", c.Contender, fmtX(c.Ratio.Point), fmtIv(c.Ratio))
+			what := "its floor"
+			if paced {
+				what = "without workers (the owner frees inline)"
+			}
+			floor = fmt.Sprintf("; %s %s takes %s× its time %s", what, c.Contender, fmtX(c.Ratio.Point), fmtIv(c.Ratio))
 			continue
 		}
 		switch c.Verdict {
@@ -212,7 +220,7 @@ func WriteTargets(w io.Writer, ts []Target) {
 		default:
 			got = fmtX(t.Got.Point) + "× " + fmtIv(t.Got)
 		}
-		want := fmt.Sprintf("%s %g%s", t.Want.Op, t.Want.Value, t.Want.Unit)
+		want := fmt.Sprintf("≤ %g%s", t.Want.Value, t.Want.Unit)
 		line := fmt.Sprintf("  %-9s %-62s want %-8s got %s", strings.ToUpper(t.Status), t.Name, want, got)
 		if t.Detail != "" {
 			line += " (" + t.Detail + ")"
