@@ -39,6 +39,8 @@ type GroupSpec struct {
 	// Warmup is the number of untimed traces every member runs when it is
 	// opened (trace harness).
 	Warmup int `json:"warmup"`
+	// AllocTraces is the number of traces of the allocation pass.
+	AllocTraces int `json:"alloc_traces"`
 }
 
 func (g GroupSpec) pace() time.Duration { return time.Duration(g.PaceNS) }
@@ -224,9 +226,9 @@ func block(g GroupSpec, r bench.Runner, m *MemberData, ms []metrics.Sample, pace
 	return nil
 }
 
-// allocTraces is the number of traces each member runs in the allocation
-// pass.
-const allocTraces = 4
+// DefaultAllocTraces is the number of traces each member runs in the
+// allocation pass.
+const DefaultAllocTraces = 4
 
 // allocPass counts what every open member allocates per trace in steady
 // state (after the rounds), one member at a time, with the collector off: a
@@ -234,8 +236,11 @@ const allocTraces = 4
 // them charges whichever contender parks its workers next, which is
 // harness noise, not the contender's allocation. One trace refills those
 // caches, then runtime.ReadMemStats (which flushes every P's allocation
-// cache, so its counts are exact) brackets allocTraces traces.
+// cache, so its counts are exact) brackets g.AllocTraces traces.
 func allocPass(g GroupSpec, rs []bench.Runner, ms []MemberData, fail func(int, error)) {
+	if g.AllocTraces <= 0 {
+		return
+	}
 	old := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(old)
 	paced := g.PaceNS > 0
@@ -249,7 +254,7 @@ func allocPass(g GroupSpec, rs []bench.Runner, ms []MemberData, fail func(int, e
 			continue
 		}
 		runtime.ReadMemStats(&m0)
-		for range allocTraces {
+		for range g.AllocTraces {
 			if _, err := r.Trace(paced); err != nil {
 				fail(i, err)
 				break
@@ -258,7 +263,7 @@ func allocPass(g GroupSpec, rs []bench.Runner, ms []MemberData, fail func(int, e
 		runtime.ReadMemStats(&m1)
 		ms[i].Bytes = m1.TotalAlloc - m0.TotalAlloc
 		ms[i].Allocs = m1.Mallocs - m0.Mallocs
-		ms[i].AllocTraces = allocTraces
+		ms[i].AllocTraces = g.AllocTraces
 	}
 	runtime.GC()
 }

@@ -21,7 +21,7 @@ const (
 // the default scoreboard's.
 const (
 	MinRuns     = 3
-	DefaultRuns = 8
+	DefaultRuns = 10
 )
 
 // DefaultPace is the pace of the default scoreboard's paced pass.
@@ -80,9 +80,11 @@ var ErrConfig = errors.New("invalid configuration")
 // blockShape is how one workload is cut into blocks.
 type blockShape struct{ traces, discard, rounds int }
 
-// shapes: timed traces per block (the baseline's block is about 0.4–1 ms
-// unpaced), untimed sampled traces opening each block, and rounds per
-// process. Paced blocks are one sampled, timed trace (2–16 ms).
+// shapes: timed traces per block (the baseline's unpaced block is about
+// 0.5–1 ms), untimed sampled traces opening each block, and rounds per
+// process. A paced block is one timed (and sampled) trace with nothing
+// discarded: a paced trace lasts 1.5–16 ms, so the cold caches of its first
+// step after another contender's block are a small share, the same for all.
 var (
 	unpacedShapes = map[string]blockShape{
 		bench.SteadyDecode.Name: {6, 1, 30},
@@ -91,10 +93,10 @@ var (
 		bench.ChurnTouch.Name:   {2, 1, 20},
 	}
 	pacedShapes = map[string]blockShape{
-		bench.SteadyDecode.Name: {1, 0, 8},
-		bench.BurstStorm.Name:   {1, 0, 8},
-		bench.LongTail.Name:     {1, 0, 3},
-		bench.ChurnTouch.Name:   {1, 0, 8},
+		bench.SteadyDecode.Name: {1, 0, 12},
+		bench.BurstStorm.Name:   {1, 0, 12},
+		bench.LongTail.Name:     {1, 0, 4},
+		bench.ChurnTouch.Name:   {1, 0, 12},
 	}
 	quickShape = blockShape{1, 1, 2}
 )
@@ -126,16 +128,17 @@ func (o *Options) specs() []Spec {
 	for i, e := range es {
 		names[i] = e.Name
 	}
-	warm := bench.DefaultWarmup
+	warm, alloc := bench.DefaultWarmup, DefaultAllocTraces
 	if o.Quick {
-		warm = 1
+		warm, alloc = 1, 1
 	}
 	var groups []GroupSpec
 	pass := func(paced bool) {
 		for _, w := range ws {
 			s := shapeOf(w, paced, o.Quick)
 			g := GroupSpec{ID: passName(paced) + "/" + w.Name, Harness: "trace", Workload: w.Name,
-				Touch: o.Touch.String(), Members: names, Rounds: s.rounds, Discard: s.discard, Traces: s.traces, Warmup: warm}
+				Touch: o.Touch.String(), Members: names, Rounds: s.rounds, Discard: s.discard, Traces: s.traces,
+				Warmup: warm, AllocTraces: alloc}
 			if paced {
 				g.PaceNS = o.Pace.Nanoseconds()
 			}

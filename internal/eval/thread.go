@@ -407,9 +407,9 @@ func RunThread(o ThreadOptions) (*Thread, error) {
 			}
 		}
 	}
-	warm := bench.DefaultWarmup
+	warm, alloc := bench.DefaultWarmup, DefaultAllocTraces
 	if o.Quick {
-		warm = 1
+		warm, alloc = 1, 1
 	}
 	var groups []GroupSpec
 	for _, h := range []string{"cycle", "trace", "reuse"} {
@@ -420,7 +420,8 @@ func RunThread(o ThreadOptions) (*Thread, error) {
 		if o.Quick {
 			s = quickShape
 		}
-		g := GroupSpec{ID: h, Harness: h, Members: members[h], Rounds: s.rounds, Traces: s.traces, Discard: s.discard, Warmup: warm}
+		g := GroupSpec{ID: h, Harness: h, Members: members[h], Rounds: s.rounds, Traces: s.traces, Discard: s.discard,
+			Warmup: warm, AllocTraces: alloc}
 		if h == "trace" {
 			g.Workload, g.Touch = bench.SteadyDecode.Name, o.Touch.String()
 		}
