@@ -61,7 +61,6 @@ type cycleRig[T pool.Transport] struct {
 	chunk   bool
 	check   func() error
 	cycles  int
-	sent    atomic.Uint64 // handles sent by producers
 	waiting atomic.Bool
 	wake    chan struct{}
 	timer   *time.Timer

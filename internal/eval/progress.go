@@ -33,7 +33,6 @@ type tracker struct {
 	pStart   time.Time
 	current  int
 	timeline []time.Duration // process 0: elapsed at each done count
-	done     bool
 }
 
 func newTracker(specs []Spec, report func(Progress)) *tracker {

@@ -88,7 +88,7 @@ func (r *rows) Plot(c draw.Canvas, p *plot.Plot) {
 	ink := draw.LineStyle{Color: colInk, Width: vg.Points(1.2)}
 	for i, it := range r.items {
 		y := trY(r.y(i))
-		end := vg.Length(math.Inf(-1))
+		var end vg.Length
 		if !math.IsNaN(it.to) {
 			x0, x1 := trX(it.from), trX(it.to)
 			c.FillPolygon(it.fill, []vg.Point{{X: x0, Y: y - half}, {X: x1, Y: y - half}, {X: x1, Y: y + half}, {X: x0, Y: y + half}})
