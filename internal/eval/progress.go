@@ -66,7 +66,7 @@ func (t *tracker) update(process, done int) {
 	case process > 0 && len(t.timeline) > t.per:
 		full := t.timeline[t.per]
 		eta = max(full-t.timeline[min(done, t.per)], 0) + time.Duration(left)*full
-	case done > 0:
+	case done >= max(1, t.per/25): // before that, one slow block would dominate
 		perBlock := inProc / time.Duration(done)
 		eta = perBlock*time.Duration(t.per-done) + time.Duration(left)*perBlock*time.Duration(t.per)
 	}

@@ -2,7 +2,9 @@ package eval
 
 import (
 	"math"
+	"strings"
 	"testing"
+	"time"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -122,5 +124,50 @@ func TestThreadVerdicts(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, tc.got, tc.want)
 		}
+	}
+}
+
+// The progress total is fixed up front; the estimate appears once a
+// process has done a share of its blocks, and after the first process it
+// follows that process's timeline.
+func TestTracker(t *testing.T) {
+	g := GroupSpec{ID: "g", Members: []string{"a", "b"}, Rounds: 50}
+	specs := []Spec{{Process: 0, Groups: []GroupSpec{g}}, {Process: 1, Groups: []GroupSpec{g}}}
+	var got []Progress
+	tr := newTracker(specs, func(p Progress) { got = append(got, p) })
+	tr.update(0, 1)
+	tr.update(0, 50)
+	tr.update(0, 100)
+	tr.update(1, 50)
+	if len(got) != 4 {
+		t.Fatalf("%d reports", len(got))
+	}
+	for _, p := range got {
+		if p.Total != 200 || p.Processes != 2 || p.Group != "g" {
+			t.Errorf("report %+v", p)
+		}
+	}
+	if got[0].ETA >= 0 || got[1].ETA < 0 || got[3].Done != 150 || got[3].Process != 2 || got[3].ETA < 0 {
+		t.Errorf("estimates: %+v", got)
+	}
+}
+
+func TestProgressPrinter(t *testing.T) {
+	var plain, tty strings.Builder
+	for _, c := range []struct {
+		w        *strings.Builder
+		terminal bool
+	}{{&plain, false}, {&tty, true}} {
+		report, done := NewProgressPrinter(c.w, c.terminal)
+		report(Progress{Process: 1, Processes: 2, Done: 1, Total: 4, Group: "a", ETA: -1})
+		report(Progress{Process: 1, Processes: 2, Done: 2, Total: 4, Group: "a", ETA: time.Second})
+		report(Progress{Process: 2, Processes: 2, Done: 4, Total: 4, Group: "a", ETA: 0})
+		done()
+	}
+	if n := strings.Count(plain.String(), "\n"); n != 2 || strings.Contains(plain.String(), "\r") {
+		t.Errorf("plain progress: %q", plain.String())
+	}
+	if !strings.Contains(tty.String(), "\r\033[K") || strings.Contains(tty.String(), "\n") || !strings.Contains(tty.String(), "100%") {
+		t.Errorf("terminal progress: %q", tty.String())
 	}
 }
