@@ -28,7 +28,7 @@ Flags:
 		fs.PrintDefaults()
 	}
 	exps := fs.String("exp", "", "comma-separated experiments (default all: "+strings.Join(eval.ExperimentIDs(), ",")+")")
-	runs := fs.Int("runs", eval.MinRuns+2, fmt.Sprintf("measuring processes (at least %d)", eval.MinRuns))
+	runs := fs.Int("runs", eval.DefaultRuns, fmt.Sprintf("measuring processes (at least %d)", eval.MinRuns))
 	touch := fs.String("touch", "byte", "touch of the trace configurations: byte, full or none")
 	asJSON := fs.Bool("json", false, "print the JSON document instead of the ledger")
 	quick := fs.Bool("quick", false, "tiny blocks and rounds: a smoke test whose figures mean nothing")

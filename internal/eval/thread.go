@@ -374,9 +374,9 @@ type LedgerRow struct {
 // threadShapes cut each harness into blocks (timed traces, discarded
 // traces, rounds): a block is 0.1–1 ms.
 var threadShapes = map[string]blockShape{
-	"cycle": {32, 2, 30},
-	"reuse": {8, 1, 30},
-	"trace": {6, 1, 30},
+	"cycle": {32, 2, 40},
+	"reuse": {8, 1, 40},
+	"trace": {6, 1, 40},
 }
 
 // RunThread replays the selected experiments; configurations that several
