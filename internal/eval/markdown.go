@@ -203,7 +203,9 @@ var methodMD = `
   that are faster with a pairwise interval that excludes 1, so ties share a rank.
 - **Owner time.** From the first drain of a trace to the end of its end-of-trace barrier (every
   contender waits once, until every dispatched list is freed, then drains once). Paced: the pace
-  spins are subtracted.
+  spins are subtracted. The µs columns are each contender's own median over all its blocks; the
+  ratio pairs blocks of the same round, which cancels the host's speed swings, so compare
+  contenders by the ratio, not by the quotient of two µs figures.
 - **Quality.** The peak of outstanding blocks (allocated, not yet back on the free list) at step
   ends, over the theoretical instant-free peak; median and worst over the sampled traces.
 - **Allocation.** After the rounds, every contender runs 4 more traces with the collector off,

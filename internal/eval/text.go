@@ -234,6 +234,8 @@ const Legend = `Legend:
   µs/trace      owner goroutine's wall time per trace (one trace = one churn run of 64 steps for churn-touch), from the
                 first drain to the end of the end-of-trace barrier and its one drain; the median over all blocks of the
                 block's mean per timed trace. Paced: owner µs/step = the same less the pace spins, per step.
+                The ratio pairs blocks of the same round, which cancels the host's slow speed swings; compare
+                contenders by it, not by the quotient of two µs figures.
   × baseline    per round, the contender's block time over locus-mailbox's block in the same round; per process the
                 median over its rounds; over processes the geometric mean of those medians, with a 95 % Student t
                 interval on their logarithms (the processes, whose memory layout and timing differ, are the units).

@@ -249,17 +249,18 @@ var experiments = []experiment{
 			return ms
 		}(),
 		judge: func(x *threadCtx) (string, string) {
-			wb := x.boards["trace"]
+			// The fastest peer is the one with the lowest ratio to the locus path.
 			var best string
+			var r Interval
+			ok := false
 			for _, n := range goPeers {
-				if c := wb.Cell(n); c != nil && c.GatesOK && (best == "" || c.USPerTrace < wb.Cell(best).USPerTrace) {
-					best = n
+				if iv, okn := x.ratio(trace(n), trace("locus-sharded-chunk")); okn && (!ok || iv.Point < r.Point) {
+					best, r, ok = n, iv, true
 				}
 			}
-			if best == "" {
+			if !ok {
 				return "no valid Go peer", Invalid
 			}
-			r, ok := x.ratio(trace(best), trace("locus-sharded-chunk"))
 			rm, okm := x.ratio(trace(best), trace("locus-mailbox"))
 			return fmt.Sprintf("fastest Go peer %s %s µs: %s locus-sharded-chunk (%s µs), %s locus-mailbox (%s µs)",
 					best, x.us(trace(best)), fx(r, ok), x.us(trace("locus-sharded-chunk")), fx(rm, okm), x.us(trace("locus-mailbox"))),
