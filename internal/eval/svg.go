@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -175,7 +176,7 @@ func linearTicks(lo, hi float64) []plot.Tick {
 	for v := 0.0; v <= hi+1e-9; v += step / 2 {
 		t := plot.Tick{Value: v}
 		if math.Mod(v+1e-9, step) < 2e-9 {
-			t.Label = fmt.Sprintf("%.2g", v)
+			t.Label = strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
 		}
 		ts = append(ts, t)
 	}
