@@ -123,18 +123,14 @@ func runScoreboard(args []string, stdout, stderr io.Writer) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	done := func() {}
-	if !*quiet {
-		o.Progress, done = eval.NewProgressPrinter(stderr, isTerminal(stderr))
-	}
+	var finish func(seconds float64)
+	o.Progress, finish = progressTo(stderr, *quiet)
 	sb, err := eval.RunScoreboard(o)
-	done()
 	if err != nil {
+		finish(-1)
 		return err
 	}
-	if !*quiet {
-		fmt.Fprintf(stderr, "done in %s\n", time.Duration(sb.WallSeconds*1e9).Round(time.Second))
-	}
+	finish(sb.WallSeconds)
 	if *svgDir != "" {
 		files, err := eval.WriteFigures(*svgDir, sb)
 		if err != nil {
@@ -145,9 +141,7 @@ func runScoreboard(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", " ")
-		if err := enc.Encode(sb); err != nil {
+		if err := writeJSON(stdout, sb); err != nil {
 			return err
 		}
 	} else {
@@ -157,6 +151,29 @@ func runScoreboard(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: some cells failed their proof gates (INVALID)", errFailed)
 	}
 	return nil
+}
+
+// progressTo returns the progress sink of a run (nil when quiet) and the
+// function that ends the progress display, saying how long the run took
+// (seconds < 0: it failed).
+func progressTo(stderr io.Writer, quiet bool) (func(eval.Progress), func(seconds float64)) {
+	if quiet {
+		return nil, func(float64) {}
+	}
+	report, done := eval.NewProgressPrinter(stderr, isTerminal(stderr))
+	return report, func(seconds float64) {
+		done()
+		if seconds >= 0 {
+			fmt.Fprintf(stderr, "done in %s\n", time.Duration(seconds*1e9).Round(time.Second))
+		}
+	}
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	return enc.Encode(v)
 }
 
 // isTerminal reports whether w is a terminal.

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/locus-go/locus/bench"
 	"github.com/locus-go/locus/internal/eval"
@@ -52,22 +50,16 @@ Flags:
 			return fmt.Errorf("%w: unknown experiment %q (have %s)", eval.ErrConfig, id, strings.Join(eval.ExperimentIDs(), ", "))
 		}
 	}
-	done := func() {}
-	if !*quiet {
-		o.Progress, done = eval.NewProgressPrinter(stderr, isTerminal(stderr))
-	}
+	var finish func(seconds float64)
+	o.Progress, finish = progressTo(stderr, *quiet)
 	t, err := eval.RunThread(o)
-	done()
 	if err != nil {
+		finish(-1)
 		return err
 	}
-	if !*quiet {
-		fmt.Fprintf(stderr, "done in %s\n", time.Duration(t.WallSeconds*1e9).Round(time.Second))
-	}
+	finish(t.WallSeconds)
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", " ")
-		if err := enc.Encode(t); err != nil {
+		if err := writeJSON(stdout, t); err != nil {
 			return err
 		}
 	} else {

@@ -5,8 +5,6 @@ import (
 	"io"
 	"strings"
 	"time"
-
-	"github.com/locus-go/locus/bench"
 )
 
 // WriteMarkdown writes BENCHMARKS.md: the first scoreboard in full, every
@@ -85,18 +83,7 @@ func writeTargetsMD(w io.Writer, ts []Target) {
 	fmt.Fprintln(w, "| status | target | want | got |")
 	fmt.Fprintln(w, "|---|---|---|---|")
 	for _, t := range ts {
-		got := "-"
-		switch {
-		case t.Status == NotMeasured:
-		case t.Want.Unit == "B":
-			got = fmtBytes(t.Got.Point)
-		default:
-			got = fmtX(t.Got.Point) + "× " + fmtIv(t.Got)
-		}
-		if t.Detail != "" {
-			got += " (" + t.Detail + ")"
-		}
-		fmt.Fprintf(w, "| %s | %s | ≤ %g%s | %s |\n", t.Status, t.Name, t.Want.Value, t.Want.Unit, got)
+		fmt.Fprintf(w, "| %s | %s | ≤ %g%s | %s |\n", t.Status, t.Name, t.Want.Value, t.Want.Unit, targetGot(t))
 	}
 }
 
@@ -118,50 +105,18 @@ func writeBoardsMD(w io.Writer, sb *Scoreboard, h string) {
 			if wb.Verdict != "" {
 				fmt.Fprintf(w, "%s\n\n", wb.Verdict)
 			}
-			col := "µs/trace"
-			if paced {
-				col = "owner µs/step"
-			}
-			fmt.Fprintf(w, "| rank | contender | %s | × %s [95 %% CI] | verdict | quality median / worst |", col, bench.Baseline)
-			if paced {
-				fmt.Fprint(w, " mean live |")
-			}
-			fmt.Fprintln(w, " bytes/trace | gates |")
-			fmt.Fprint(w, "|---:|---|---:|---|---|---|")
-			if paced {
-				fmt.Fprint(w, "---:|")
-			}
-			fmt.Fprintln(w, "---:|---|")
-			for _, c := range byRatio(wb.Cells) {
-				rank := "-"
-				if c.Rank > 0 {
-					rank = itoa(c.Rank)
-				}
-				if c.Floor {
-					rank = "floor"
-				}
-				t := c.USPerTrace
-				if paced {
-					t = c.USPerStep
-				}
-				ratio, verdict, gates := "", c.Verdict, "ok"
-				if c.GatesOK {
-					ratio = fmtX(c.Ratio.Point)
-					if c.Contender != bench.Baseline {
-						ratio += " " + fmtIv(c.Ratio)
-					}
+			head, rows, numeric := boardTable(wb, paced)
+			fmt.Fprintf(w, "| %s |\n|", strings.Join(head, " | "))
+			for _, n := range numeric {
+				if n {
+					fmt.Fprint(w, "---:|")
 				} else {
-					verdict, gates = "-", "INVALID: "+strings.Join(c.GateErrors, "; ")
+					fmt.Fprint(w, "---|")
 				}
-				q := "-"
-				if c.Quality.Median > 0 {
-					q = fmt.Sprintf("%.2f / %.2f", c.Quality.Median, c.Quality.Worst)
-				}
-				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |", rank, c.Contender, fmtUS(t), ratio, verdict, q)
-				if paced {
-					fmt.Fprintf(w, " %.0f |", c.MeanLive)
-				}
-				fmt.Fprintf(w, " %s | %s |\n", fmtBytes(c.BytesPerTrace), gates)
+			}
+			fmt.Fprintln(w)
+			for _, r := range rows {
+				fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
 			}
 		}
 	}

@@ -41,6 +41,15 @@ type ProcessData struct {
 	Groups  []GroupData `json:"groups"`
 }
 
+// repeat returns the specs of runs processes that all measure groups.
+func repeat(groups []GroupSpec, runs int) []Spec {
+	specs := make([]Spec, runs)
+	for p := range specs {
+		specs[p] = Spec{Process: p, Groups: groups}
+	}
+	return specs
+}
+
 // IsChild reports whether this process was started as a measuring child.
 // A command (and a test binary, in TestMain) that runs measurements must
 // call ChildMain first thing when it is.

@@ -151,11 +151,7 @@ func (o *Options) specs() []Spec {
 	if o.Pace > 0 {
 		pass(true)
 	}
-	specs := make([]Spec, o.Runs)
-	for p := range specs {
-		specs[p] = Spec{Process: p, Groups: groups}
-	}
-	return specs
+	return repeat(groups, o.Runs)
 }
 
 func passName(paced bool) string {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/locus-go/locus/bench"
 )
@@ -159,52 +160,95 @@ func revString(r Revision) string {
 	return s
 }
 
-func writeBoard(w io.Writer, wb *WorkloadBoard, paced bool) {
-	fmt.Fprintf(w, "\n%s  (%d blocks/trace, %d steps, theoretical peak %d)\n", wb.Workload, wb.BlocksPerTrace, wb.Steps, wb.TheoreticalPeak)
-	fmt.Fprintf(w, "  %s\n", wb.Verdict)
+// boardTable returns a board's table as strings, cells ordered by ratio,
+// and which columns hold numbers (right-aligned in text).
+func boardTable(wb *WorkloadBoard, paced bool) (head []string, rows [][]string, numeric []bool) {
 	timeCol := "µs/trace"
 	if paced {
 		timeCol = "owner µs/step"
 	}
-	fmt.Fprintf(w, "  %4s  %-23s %13s  %-24s %-8s %-13s", "rank", "contender", timeCol, "× "+bench.Baseline+" [95% CI]", "verdict", "quality med/worst")
+	head = []string{"rank", "contender", timeCol, "× " + bench.Baseline + " [95% CI]", "verdict", "quality med / worst"}
+	numeric = []bool{true, false, true, false, false, false}
 	if paced {
-		fmt.Fprintf(w, " %9s", "mean live")
+		head, numeric = append(head, "mean live"), append(numeric, true)
 	}
-	fmt.Fprintf(w, " %10s  %s\n", "bytes/trace", "gates")
+	head, numeric = append(head, "bytes/trace", "gates"), append(numeric, true, false)
 	for _, c := range byRatio(wb.Cells) {
 		rank := "-"
-		if c.Rank > 0 {
-			rank = itoa(c.Rank)
-		}
-		if c.Floor {
+		switch {
+		case c.Floor:
 			rank = "floor"
+		case c.Rank > 0:
+			rank = itoa(c.Rank)
 		}
 		t := c.USPerTrace
 		if paced {
 			t = c.USPerStep
 		}
-		ratio, verdict := "", c.Verdict
+		ratio, verdict, gates := "", c.Verdict, "ok"
 		if c.GatesOK {
 			ratio = fmtX(c.Ratio.Point)
 			if c.Contender != bench.Baseline {
 				ratio += " " + fmtIv(c.Ratio)
 			}
-		}
-		gates := "ok"
-		if !c.GatesOK {
-			gates = "INVALID: " + strings.Join(c.GateErrors, "; ")
-			verdict = "-"
+		} else {
+			verdict, gates = "-", "INVALID: "+strings.Join(c.GateErrors, "; ")
 		}
 		q := "-"
 		if c.Quality.Median > 0 {
 			q = fmt.Sprintf("%.2f / %.2f", c.Quality.Median, c.Quality.Worst)
 		}
-		fmt.Fprintf(w, "  %4s  %-23s %13s  %-24s %-8s %-17s", rank, c.Contender, fmtUS(t), ratio, verdict, q)
+		row := []string{rank, c.Contender, fmtUS(t), ratio, verdict, q}
 		if paced {
-			fmt.Fprintf(w, " %9.0f", c.MeanLive)
+			row = append(row, fmt.Sprintf("%.0f", c.MeanLive))
 		}
-		fmt.Fprintf(w, " %10s  %s\n", fmtBytes(c.BytesPerTrace), gates)
+		rows = append(rows, append(row, fmtBytes(c.BytesPerTrace), gates))
 	}
+	return head, rows, numeric
+}
+
+func writeBoard(w io.Writer, wb *WorkloadBoard, paced bool) {
+	fmt.Fprintf(w, "\n%s  (%d blocks/trace, %d steps, theoretical peak %d)\n", wb.Workload, wb.BlocksPerTrace, wb.Steps, wb.TheoreticalPeak)
+	fmt.Fprintf(w, "  %s\n", wb.Verdict)
+	head, rows, numeric := boardTable(wb, paced)
+	width := make([]int, len(head))
+	for _, r := range append([][]string{head}, rows...) {
+		for i, f := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(f))
+		}
+	}
+	for _, r := range append([][]string{head}, rows...) {
+		var b strings.Builder
+		for i, f := range r {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(f))
+			if i == len(r)-1 {
+				pad = "" // the last column is ragged
+			}
+			if numeric[i] {
+				f = pad + f
+			} else {
+				f += pad
+			}
+			b.WriteString("  " + f)
+		}
+		fmt.Fprintln(w, b.String())
+	}
+}
+
+// targetGot formats what a target measured.
+func targetGot(t Target) string {
+	got := "-"
+	switch {
+	case t.Status == NotMeasured:
+	case t.Want.Unit == "B":
+		got = fmtBytes(t.Got.Point)
+	default:
+		got = fmtX(t.Got.Point) + "× " + fmtIv(t.Got)
+	}
+	if t.Detail != "" {
+		got += " (" + t.Detail + ")"
+	}
+	return got
 }
 
 // WriteTargets writes the targets, one line each.
@@ -212,20 +256,8 @@ func WriteTargets(w io.Writer, ts []Target) {
 	fmt.Fprintln(w, "Targets (judged on the 95 % intervals: met = the whole interval within the bound, missed = the whole")
 	fmt.Fprintln(w, "interval beyond it, undecided = it straddles the bound; a missed target does not fail the run):")
 	for _, t := range ts {
-		got := "-"
-		switch {
-		case t.Status == NotMeasured:
-		case t.Want.Unit == "B":
-			got = fmtBytes(t.Got.Point)
-		default:
-			got = fmtX(t.Got.Point) + "× " + fmtIv(t.Got)
-		}
 		want := fmt.Sprintf("≤ %g%s", t.Want.Value, t.Want.Unit)
-		line := fmt.Sprintf("  %-9s %-62s want %-8s got %s", strings.ToUpper(t.Status), t.Name, want, got)
-		if t.Detail != "" {
-			line += " (" + t.Detail + ")"
-		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintf(w, "  %-9s %-62s want %-8s got %s\n", strings.ToUpper(t.Status), t.Name, want, targetGot(t))
 	}
 }
 

@@ -428,10 +428,7 @@ func RunThread(o ThreadOptions) (*Thread, error) {
 		}
 		groups = append(groups, g)
 	}
-	specs := make([]Spec, o.Runs)
-	for p := range specs {
-		specs[p] = Spec{Process: p, Groups: groups}
-	}
+	specs := repeat(groups, o.Runs)
 	data, err := runProcesses(specs, newTracker(specs, o.Progress).update)
 	if err != nil {
 		return nil, err
