@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -160,8 +161,9 @@ func revString(r Revision) string {
 	return s
 }
 
-// boardTable returns a board's table as strings, cells ordered by ratio,
-// and which columns hold numbers (right-aligned in text).
+// boardTable returns a board's table as strings (the floor first, then by
+// rank, ties by ratio, invalid cells last), and which columns hold numbers
+// (right-aligned in text).
 func boardTable(wb *WorkloadBoard, paced bool) (head []string, rows [][]string, numeric []bool) {
 	timeCol := "µs/trace"
 	if paced {
@@ -173,7 +175,20 @@ func boardTable(wb *WorkloadBoard, paced bool) (head []string, rows [][]string, 
 		head, numeric = append(head, "mean live"), append(numeric, true)
 	}
 	head, numeric = append(head, "bytes/trace", "gates"), append(numeric, true, false)
-	for _, c := range byRatio(wb.Cells) {
+	cells := byRatio(wb.Cells)
+	slices.SortStableFunc(cells, func(a, b Cell) int {
+		key := func(c Cell) int {
+			switch {
+			case c.Floor && c.GatesOK:
+				return -1
+			case !c.GatesOK:
+				return math.MaxInt
+			}
+			return c.Rank
+		}
+		return cmp.Compare(key(a), key(b))
+	})
+	for _, c := range cells {
 		rank := "-"
 		switch {
 		case c.Floor:
