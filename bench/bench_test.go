@@ -76,7 +76,7 @@ func benchRig(b *testing.B, e Entry, w *Workload, cfg Config) {
 	b.ReportMetric(float64(peak)/float64(r.Plan().TheoreticalPeak), "peak-ratio")
 }
 
-// BenchmarkChurn is the design thread's reuse-order harness R (§1.C, 0358
+// BenchmarkChurn is the design thread's reuse-order harness R (0358
 // and 0359) as a Go benchmark: one op is one cycle of 64 steps (free the
 // oldest 16-block chunk, allocate 16 blocks, with touch=full write each
 // whole block), 1024 blocks allocated and freed. Compare the orders and

@@ -153,7 +153,7 @@ func ContenderByName(name string) (Entry, error) {
 }
 
 // errExhausted is returned by a contender whose free list ran dry. The v1
-// pools are sized so that this is unreachable (design thread §3.5); if it
+// pools are sized so that this is unreachable; if it
 // happens the trace fails its gates instead of retrying forever.
 var errExhausted = errors.New("bench: free list exhausted")
 
@@ -279,7 +279,7 @@ func (ws *workers) stop() {
 	ws.cmds = [Workers]chan int32{}
 }
 
-// poolBlocks is the pool size a contender uses for plan (§2.1).
+// poolBlocks is the pool size a contender uses for plan (the v1 pool sizes).
 func poolBlocks(p *Plan) int {
 	if p.Workload.Churn {
 		return ChurnPoolBlocks

@@ -13,7 +13,7 @@ import (
 	"github.com/locus-go/locus/transport/shared"
 )
 
-// The commanded-cycle harness of design thread §1.A (0351–0353): a pool of
+// The commanded-cycle harness of the design thread (0351–0353): a pool of
 // exactly CycleBlocks blocks; per cycle the owner allocates all of them
 // into p contiguous lists, commands producer g to free list g (capacity-1
 // command channels), and drains until every block is back. The clock

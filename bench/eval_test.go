@@ -9,7 +9,7 @@ import (
 	"github.com/locus-go/locus/internal/race"
 )
 
-// The numbers of design thread §2.7, pinned.
+// The numbers of the LOCUS-EVAL v1 specification, pinned.
 func TestPlanNumbers(t *testing.T) {
 	for _, tc := range []struct {
 		w               *Workload

@@ -13,7 +13,7 @@ import (
 	"github.com/locus-go/locus/transport/mailbox"
 )
 
-// The reuse-order harness R of design thread §1.C (0358, 0359): one
+// The reuse-order harness R of the design thread (0358, 0359): one
 // goroutine, a pool of ReuseBlocks blocks, a FIFO window of 256 chunks of
 // 16 blocks; one cycle is 64 steps of "free the oldest chunk, allocate 16
 // blocks, write each whole block (touch cases) with the step number through

@@ -228,7 +228,7 @@ func (r *Rig) trace(sample bool) (tr Trace, err error) {
 	return tr, nil
 }
 
-// churn runs one churn-touch run (§2.5): per step the oldest chunk goes to
+// churn runs one churn-touch run: per step the oldest chunk goes to
 // a worker, 16 new blocks are allocated and fully written, and the owner
 // drains.
 func (r *Rig) churn(sample bool) (tr Trace, err error) {

@@ -2,7 +2,7 @@ package bench
 
 import "fmt"
 
-// The LOCUS-EVAL v1 constants (design thread §2.1). They are the versioned
+// The LOCUS-EVAL v1 constants of the LOCUS record. They are the versioned
 // unit of the suite: changing any of them makes a new suite version.
 const (
 	// Suite names the frozen workload suite this package replays.
@@ -34,7 +34,8 @@ const (
 	ChurnTimedFill = 0x5A
 	// WorkerChannel is the capacity of every worker's command channel.
 	WorkerChannel = 64
-	// SampleRounds is the number of traces of the untimed sample pass.
+	// SampleRounds is the number of gate-checked traces Open runs first
+	// (the record's sample pass).
 	SampleRounds = 4
 )
 
@@ -101,7 +102,7 @@ func WorkloadByName(name string) (*Workload, error) {
 }
 
 // TouchMode says which bytes every contender writes into a block right
-// after allocating it, on the owner goroutine (design thread §4).
+// after allocating it, on the owner goroutine.
 type TouchMode uint8
 
 // The touch modes.
