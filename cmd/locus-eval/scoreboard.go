@@ -25,7 +25,7 @@ const usageText = `Usage:
   locus-eval compare A.json B.json    check two recorded runs against the stability bar
 
 Every contender of a workload is opened in one process and timed in short blocks whose order changes every
-round; ratios to locus-mailbox are medians of per-round ratios over -runs processes, with 95 % intervals; a
+round; ratios to locus-mailbox are medians of per-round ratios over -runs processes, with 99 % intervals; a
 difference whose interval contains 1 is a tie. Exit status: 2 for bad flags, 1 when a proof gate failed, 0
 otherwise (missed performance targets are printed, they are not failures).
 

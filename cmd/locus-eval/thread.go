@@ -18,7 +18,7 @@ func runThread(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, `Usage: locus-eval thread [flags]
 
 Replays the LOCUS design thread's experiments 0351–0359 on this machine: each experiment's configurations are
-timed interleaved over -runs processes, as on the scoreboard, and its bar is judged on the 95 % intervals
+timed interleaved over -runs processes, as on the scoreboard, and its bar is judged on the 99 % intervals
 (confirmed, falsified, inconclusive). Exit status 1 when a configuration failed its gates.
 
 Flags:

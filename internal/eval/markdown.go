@@ -18,7 +18,7 @@ func WriteMarkdown(w io.Writer, sbs []*Scoreboard, t *Thread, command string) er
 	main := sbs[0]
 	fmt.Fprintf(w, "# Benchmarks: the %s scoreboard\n\n", main.Suite)
 	fmt.Fprintf(w, "Generated from recorded runs by `%s`; do not edit by hand. Every figure below is a ratio of times\n", command)
-	fmt.Fprintln(w, "measured side by side, with its 95 % interval; a ratio whose interval contains 1 is a tie. How the runs")
+	fmt.Fprintln(w, "measured side by side, with its 99 % interval; a ratio whose interval contains 1 is a tie. How the runs")
 	fmt.Fprintln(w, "are measured, and the JSON they are recorded in, are described at the end.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "```sh")
@@ -127,7 +127,7 @@ func writeThreadMD(w io.Writer, t *Thread) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Measured %s on %s, %s, revision `%s`. Rust: the record's per-run figures (Apple Silicon,\n",
 		t.Created.UTC().Format("2006-01-02"), t.Machine, plural(t.Runs, "process"), t.Revision.VCS)
-	fmt.Fprintln(w, "Criterion). Go: median µs per cycle or trace, and ratios of times with 95 % intervals measured")
+	fmt.Fprintln(w, "Criterion). Go: median µs per cycle or trace, and ratios of times with 99 % intervals measured")
 	fmt.Fprintln(w, "interleaved, as on the scoreboard. Confirmed: the bar holds over the whole interval; falsified: it")
 	fmt.Fprintln(w, "fails over the whole interval; inconclusive: the interval straddles the bar.")
 	fmt.Fprintln(w)
@@ -150,7 +150,7 @@ var methodMD = `
 - **Processes.** The whole is repeated in several processes (` + "`-runs`" + `, ` + itoa(DefaultRuns) + ` by default, at least ` + itoa(MinRuns) + `), one after
   another; each opens its contenders in a different order, so memory layout differs between them.
 - **Ratio.** Per process, the median over its rounds of the contender's block time over the other's
-  block time in the same round; over processes, the geometric mean of those medians. The 95 %
+  block time in the same round; over processes, the geometric mean of those medians. The 99 %
   interval is Student's t on the logarithms of the per-process medians, with processes − 1 degrees
   of freedom: the processes are the units, because their layout and their moment differ, and that
   (more than the noise between rounds) decides where another run lands. A rank or a

@@ -21,7 +21,7 @@ const (
 // the default scoreboard's.
 const (
 	MinRuns     = 3
-	DefaultRuns = 10
+	DefaultRuns = 14
 )
 
 // DefaultPace is the pace of the default scoreboard's paced pass.

@@ -40,7 +40,7 @@ func TestRatioInterval(t *testing.T) {
 	for _, m := range meds {
 		ss += (math.Log(m) - mean) * (math.Log(m) - mean)
 	}
-	half := 4.303 * math.Sqrt(ss/2/3)
+	half := 9.925 * math.Sqrt(ss/2/3)
 	got := ratioInterval(samples)
 	want := Interval{math.Exp(mean), math.Exp(mean - half), math.Exp(mean + half)}
 	if !near(got.Point, want.Point) || !near(got.Lo, want.Lo) || !near(got.Hi, want.Hi) {
@@ -69,12 +69,12 @@ func TestTQuantile(t *testing.T) {
 	for _, tc := range []struct {
 		df   int
 		want float64
-	}{{1, 12.706}, {2, 4.303}, {7, 2.365}, {30, 2.042}} {
+	}{{1, 63.657}, {2, 9.925}, {13, 3.012}, {30, 2.750}} {
 		if got := tQuantile(tc.df); got != tc.want {
 			t.Errorf("tQuantile(%d) = %v, want %v", tc.df, got, tc.want)
 		}
 	}
-	if q := tQuantile(1000); q < 1.96 || q > 1.97 {
+	if q := tQuantile(1000); q < 2.576 || q > 2.59 {
 		t.Errorf("tQuantile(1000) = %v", q)
 	}
 }

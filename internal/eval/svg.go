@@ -25,7 +25,7 @@ import (
 // The figures: per pass and workload, one of times and one of quality.
 // The time figure is a horizontal bar per contender on a log axis of its
 // ratio to locus-mailbox, from 1 to the ratio (left: faster, right:
-// slower), sorted by that ratio, with the 95 % interval as a whisker and
+// slower), sorted by that ratio, with the 99 % interval as a whisker and
 // the ratio, interval, verdict and own median time as its label; locus
 // contenders are blue (the baseline dark), Go peers orange, and the floor is
 // a dashed reference line. The quality figure is a bar of the median peak /
@@ -304,7 +304,7 @@ func timeFigure(file string, p Pass, wb *WorkloadBoard, caption string) error {
 	if paced {
 		what = fmt.Sprintf("owner time per step outside the %g µs pace", p.PaceUS)
 	}
-	title := fmt.Sprintf("%s, %s: %s, × %s (95 %% interval; left is faster)", wb.Workload, p.Name, what, bench.Baseline)
+	title := fmt.Sprintf("%s, %s: %s, × %s (99 %% interval; left is faster)", wb.Workload, p.Name, what, bench.Baseline)
 	xlabel := "time / " + bench.Baseline + "'s time (log scale); blue: locus, dark blue: " + bench.Baseline + ", orange: Go peers\n" + caption
 	return figure(file, title, xlabel, rs, true)
 }

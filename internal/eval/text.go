@@ -169,7 +169,7 @@ func boardTable(wb *WorkloadBoard, paced bool) (head []string, rows [][]string, 
 	if paced {
 		timeCol = "owner µs/step"
 	}
-	head = []string{"rank", "contender", timeCol, "× " + bench.Baseline + " [95% CI]", "verdict", "quality med / worst"}
+	head = []string{"rank", "contender", timeCol, "× " + bench.Baseline + " [99% CI]", "verdict", "quality med / worst"}
 	numeric = []bool{true, false, true, false, false, false}
 	if paced {
 		head, numeric = append(head, "mean live"), append(numeric, true)
@@ -268,7 +268,7 @@ func targetGot(t Target) string {
 
 // WriteTargets writes the targets, one line each.
 func WriteTargets(w io.Writer, ts []Target) {
-	fmt.Fprintln(w, "Targets (judged on the 95 % intervals: met = the whole interval within the bound, missed = the whole")
+	fmt.Fprintln(w, "Targets (judged on the 99 % intervals: met = the whole interval within the bound, missed = the whole")
 	fmt.Fprintln(w, "interval beyond it, undecided = it straddles the bound; a missed target does not fail the run):")
 	for _, t := range ts {
 		want := fmt.Sprintf("≤ %g%s", t.Want.Value, t.Want.Unit)
@@ -284,7 +284,7 @@ const Legend = `Legend:
                 The ratio pairs blocks of the same round, which cancels the host's slow speed swings; compare
                 contenders by it, not by the quotient of two µs figures.
   × baseline    per round, the contender's block time over locus-mailbox's block in the same round; per process the
-                median over its rounds; over processes the geometric mean of those medians, with a 95 % Student t
+                median over its rounds; over processes the geometric mean of those medians, with a 99 % Student t
                 interval on their logarithms (the processes, whose memory layout and timing differ, are the units).
                 Lower is faster.
   verdict       faster / slower than locus-mailbox when the interval excludes 1, else tie.

@@ -468,7 +468,7 @@ func WriteLedger(w io.Writer, t *Thread) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Rust: the record's per-run figures (Apple Silicon, Criterion). Go: median µs per cycle or trace here, and")
-	fmt.Fprintln(w, "ratios of times with 95 % intervals, measured interleaved as on the scoreboard.")
+	fmt.Fprintln(w, "ratios of times with 99 % intervals, measured interleaved as on the scoreboard.")
 	for _, r := range t.Ledger {
 		fmt.Fprintf(w, "\n%s  %s\n", r.ID, r.Title)
 		fmt.Fprintf(w, "  prediction  %s\n", r.Prediction)
@@ -485,6 +485,6 @@ func WriteLedger(w io.Writer, t *Thread) {
 			}
 		}
 	}
-	fmt.Fprintln(w, "\nVerdicts: confirmed = the bar holds over the whole 95 % interval; falsified = it fails over the whole")
+	fmt.Fprintln(w, "\nVerdicts: confirmed = the bar holds over the whole 99 % interval; falsified = it fails over the whole")
 	fmt.Fprintln(w, "interval; inconclusive = the interval straddles the bar; invalid = a configuration failed its gates.")
 }
