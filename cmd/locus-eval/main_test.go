@@ -106,6 +106,9 @@ func TestScoreboardQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, md, errOut := runCmd(t, "report", "-svg", filepath.Join(dir, "fig"), run)
+	if status, txt, _ := runCmd(t, "report", "-text", run); status != 0 || !strings.Contains(txt, "Legend") {
+		t.Errorf("report -text: status %d\n%s", status, txt)
+	}
 	if status != 0 || !strings.Contains(md, "# Benchmarks") || !strings.Contains(md, "### churn-touch") {
 		t.Fatalf("report: status %d %s\n%s", status, errOut, md)
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/locus-go/locus/internal/eval"
@@ -13,7 +14,7 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("locus-eval report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: locus-eval report [-svg DIR] RUN.json [MORE.json...] [THREAD.json]
+		fmt.Fprint(stderr, `Usage: locus-eval report [-text] [-svg DIR] RUN.json [MORE.json...] [THREAD.json]
 
 Prints BENCHMARKS.md (Markdown) from documents recorded with locus-eval -json and locus-eval thread -json:
 the first scoreboard in full, each further scoreboard (another machine or GOMAXPROCS) as a section of its
@@ -25,6 +26,7 @@ own, and the design-thread ledger when a thread document is given. Measures noth
 `)
 	}
 	svgDir := fs.String("svg", "", "also write the first scoreboard's figures (SVG) into this directory")
+	text := fs.Bool("text", false, "print the scoreboards (and the ledger) as the scoreboard command prints them, not Markdown")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,5 +60,20 @@ own, and the design-thread ledger when a thread document is given. Measures noth
 			return err
 		}
 	}
-	return eval.WriteMarkdown(stdout, sbs, th, "go run ./cmd/locus-eval report "+strings.Join(fs.Args(), " "))
+	if *text {
+		for _, sb := range sbs {
+			eval.WriteText(stdout, sb)
+		}
+		if th != nil {
+			eval.WriteLedger(stdout, th)
+		}
+		return nil
+	}
+	// The command as the document shows it names the files, not where they
+	// were on the machine that generated it.
+	names := make([]string, fs.NArg())
+	for i, path := range fs.Args() {
+		names[i] = filepath.Base(path)
+	}
+	return eval.WriteMarkdown(stdout, sbs, th, "go run ./cmd/locus-eval report "+strings.Join(names, " "))
 }
