@@ -25,6 +25,8 @@ var fences = map[string][]string{
 	"github.com/go-zeromq/zmq4":                               {"kv/events"},
 	"github.com/tinylib/msgp/msgp":                            {"kv/events"},
 	"gonum.org/v1/plot":                                       {"internal/eval", "cmd"},
+	"github.com/libp2p/go-buffer-pool":                        {"bench"},
+	"github.com/bytedance/gopkg/lang/mcache":                  {"bench"},
 }
 
 // heavy are module path prefixes that users of the engine and the
@@ -35,6 +37,9 @@ var heavy = []string{
 	"github.com/tinylib/",
 	"github.com/vmihailenco/",
 	"gonum.org/",
+	"github.com/libp2p/",
+	"github.com/bytedance/",
+	"golang.org/x/term",
 	"github.com/locus-go/locus/bench",
 	"github.com/locus-go/locus/internal/eval",
 	"github.com/locus-go/locus/conformance",
