@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/locus-go/locus/backing/heap"
+	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
@@ -62,12 +62,9 @@ type Pool[B pool.Backing, T pool.Transport, P pool.ReusePolicy] struct {
 	closed         bool
 	scratch        [][]pool.Handle // FreeChunk's per-class chunks
 
-	// pubMu orders publication: the owner holds it while its pools publish
-	// (Drain, Stats, Close) and records pubRequested under it; Snapshot
-	// holds it while it reads them, so one snapshot sees one moment.
-	pubMu        sync.Mutex
-	pubRequested []uint64 // nil only in a zero Pool
-	pubRejected  uint64
+	// pub is the accounting as the owner last published it, for Snapshot:
+	// every class at one moment.
+	pub snapshot.Cell[Stats]
 }
 
 type class[B pool.Backing, T pool.Transport, P pool.ReusePolicy] struct {
@@ -96,7 +93,7 @@ func New[B pool.Backing, T pool.Transport, P pool.ReusePolicy](classes []Class, 
 			return nil, fmt.Errorf("%w: class of %d blocks of %d bytes (sizes must be positive and distinct)", pool.ErrInvalidConfig, cl.Blocks, cl.Size)
 		}
 	}
-	c := &Pool[B, T, P]{cls: make([]class[B, T, P], 0, len(cs)), pubRequested: make([]uint64, len(cs)), scratch: make([][]pool.Handle, len(cs))}
+	c := &Pool[B, T, P]{cls: make([]class[B, T, P], 0, len(cs)), scratch: make([][]pool.Handle, len(cs))}
 	for _, cl := range cs {
 		p, err := newClass(cl, build)
 		if err != nil {
@@ -105,6 +102,7 @@ func New[B pool.Backing, T pool.Transport, P pool.ReusePolicy](classes []Class, 
 		}
 		c.cls = append(c.cls, class[B, T, P]{size: cl.Size, p: p})
 	}
+	c.pub.Init(c.stats().clone())
 	return c, nil
 }
 
@@ -166,7 +164,7 @@ func (c *Pool[B, T, P]) Alloc(n int) (Handle, error) {
 // without a call, so that Alloc stays small enough to inline.
 func (c *Pool[B, T, P]) refuse(n int) error {
 	switch {
-	case c.pubRequested == nil:
+	case c.cls == nil:
 		return errZeroPool
 	case c.closed:
 		return pool.ErrClosed
@@ -296,7 +294,7 @@ func (c *Pool[B, T, P]) Bytes(h Handle) ([]byte, error) {
 
 // rejectClass counts a handle that names no class and says why.
 func (c *Pool[B, T, P]) rejectClass() error {
-	if c.pubRequested == nil || c.closed {
+	if c.cls == nil || c.closed {
 		return c.usable()
 	}
 	c.rejected++
@@ -306,13 +304,12 @@ func (c *Pool[B, T, P]) rejectClass() error {
 // Drain drains every class's remote frees (see pool.Pool.Drain) and returns
 // how many blocks came back; call it once per scheduling step. Rejections
 // of remotely freed handles are reported as pool.Drain reports them, joined
-// over the classes. Drain also publishes the accounting for Snapshot.
+// over the classes. Drain also publishes the accounting when a Snapshot
+// asked for it.
 func (c *Pool[B, T, P]) Drain() (int, error) {
 	if err := c.usable(); err != nil {
 		return 0, err
 	}
-	c.pubMu.Lock()
-	defer c.pubMu.Unlock()
 	total := 0
 	var errs []error
 	for k := range c.cls {
@@ -321,9 +318,10 @@ func (c *Pool[B, T, P]) Drain() (int, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
-		c.pubRequested[k] = c.cls[k].requested
 	}
-	c.pubRejected = c.rejected
+	if c.pub.Wanted() {
+		c.Stats() // publishes
+	}
 	return total, errors.Join(errs...)
 }
 
@@ -331,7 +329,7 @@ func (c *Pool[B, T, P]) Drain() (int, error) {
 // class: make one per worker goroutine, or one per request and Close it
 // when done. It is safe to call from any goroutine.
 func (c *Pool[B, T, P]) NewSender() (*Sender, error) {
-	if c.pubRequested == nil { // set once in New; closed is the owner's, so the pools report it
+	if c.cls == nil { // set once in New; closed is the owner's, so the pools report it
 		return nil, errZeroPool
 	}
 	s := &Sender{per: make([]*pool.Sender, len(c.cls)), parts: make([][]pool.Handle, len(c.cls)), rejected: &c.remoteRejected}
@@ -350,29 +348,33 @@ func (c *Pool[B, T, P]) NewSender() (*Sender, error) {
 // Close): one ClassStats per class, smallest first. Only the owner may call
 // it; it also publishes what it returns for Snapshot.
 func (c *Pool[B, T, P]) Stats() Stats {
-	st := Stats{Classes: make([]ClassStats, len(c.cls)), Rejected: c.rejected + c.remoteRejected.Load()}
-	c.pubMu.Lock()
-	defer c.pubMu.Unlock()
-	for k := range c.cls {
-		st.Classes[k] = ClassStats{Stats: c.cls[k].p.Stats(), Requested: c.cls[k].requested}
-		c.pubRequested[k] = c.cls[k].requested
+	st := c.stats()
+	if c.cls != nil && !c.closed {
+		c.pub.Publish(st.clone())
 	}
-	c.pubRejected = c.rejected
 	return st
 }
 
-// Snapshot returns the accounting as the owner last published it (at New,
-// Drain, Stats or Close). It is safe to call from any goroutine, concurrently
-// with the owner; the counts of one snapshot are of one moment, except
-// RemoteSubmitted and Rejected, which are read at the call.
-func (c *Pool[B, T, P]) Snapshot() Stats {
-	c.pubMu.Lock()
-	defer c.pubMu.Unlock()
-	st := Stats{Classes: make([]ClassStats, len(c.cls)), Rejected: c.pubRejected + c.remoteRejected.Load()}
+func (c *Pool[B, T, P]) stats() Stats {
+	st := Stats{Classes: make([]ClassStats, len(c.cls)), Rejected: c.rejected + c.remoteRejected.Load()}
 	for k := range c.cls {
-		st.Classes[k] = ClassStats{Stats: c.cls[k].p.Snapshot(), Requested: c.pubRequested[k]}
+		st.Classes[k] = ClassStats{Stats: c.cls[k].p.Stats(), Requested: c.cls[k].requested}
 	}
 	return st
+}
+
+// Snapshot returns the accounting as the owner publishes it, every class at
+// one moment, for any goroutine (a metrics scraper), concurrently with the
+// owner. The owner publishes at New, Stats and Close, and at a Drain when a
+// Snapshot has asked since the last publication; as pool.Pool.Snapshot,
+// Snapshot returns a value published in the last millisecond at once, and
+// otherwise waits for the owner's next Drain, up to 100 ms, and returns the
+// latest value. After Close it returns the final counts at once.
+func (c *Pool[B, T, P]) Snapshot() Stats {
+	if c.cls == nil {
+		return Stats{}
+	}
+	return c.pub.Get().clone()
 }
 
 // Classes returns the classes, smallest first; Handle.Class indexes it.
@@ -411,21 +413,19 @@ func (c *Pool[B, T, P]) Close() error {
 	if err := c.usable(); err != nil {
 		return err
 	}
-	c.pubMu.Lock()
-	defer c.pubMu.Unlock()
+	final := c.stats()
 	var errs []error
 	for k := range c.cls {
-		c.pubRequested[k] = c.cls[k].requested
 		errs = append(errs, c.cls[k].p.Close())
 	}
-	c.pubRejected = c.rejected
 	c.closed = true
+	c.pub.Seal(final.clone())
 	return errors.Join(errs...)
 }
 
 func (c *Pool[B, T, P]) usable() error {
 	switch {
-	case c.pubRequested == nil:
+	case c.cls == nil:
 		return errZeroPool
 	case c.closed:
 		return pool.ErrClosed

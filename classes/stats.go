@@ -1,6 +1,10 @@
 package classes
 
-import "github.com/locus-go/locus/pool"
+import (
+	"slices"
+
+	"github.com/locus-go/locus/pool"
+)
 
 // Stats is a snapshot of an allocator's accounting: one ClassStats per
 // class, smallest class first, and the handles refused for naming no
@@ -16,6 +20,13 @@ type Stats struct {
 	// class of this allocator, by the owner or by senders. Handles refused
 	// by a class's pool are counted in that class's Rejected.
 	Rejected uint64
+}
+
+// clone returns st with a Classes slice of its own, so that the owner's
+// copy, the published one and each reader's never share memory.
+func (st Stats) clone() Stats {
+	st.Classes = slices.Clone(st.Classes)
+	return st
 }
 
 // ClassStats is one class's accounting: its pool's stats and the bytes its

@@ -1,12 +1,13 @@
 package kv
 
 import (
+	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/mailbox"
@@ -99,9 +100,8 @@ type Manager struct {
 	rejN  int
 	rejID SeqID
 
-	// publishPool publishes the pool's accounting for its Snapshot (a
-	// metrics scraper), when the pool offers Stats; see Drain.
-	publishPool func()
+	// drainPool is the pool's Drain, when it has one; see Drain.
+	drainPool func() (int, error)
 
 	rel      *mailbox.Transport
 	sink     *pool.Sink
@@ -111,8 +111,7 @@ type Manager struct {
 
 	checkRefs []int32 // invariant builds: scratch of check
 
-	pubMu sync.Mutex
-	pub   Stats
+	pub snapshot.Cell[Stats]
 }
 
 type blockMeta struct {
@@ -181,8 +180,8 @@ func New(p BlockPool, opts ...Option) (*Manager, error) {
 	m.order.init()
 	m.decays.m = m
 	m.maxPinned = int(cfg.maxPinned * float64(n))
-	if ps, ok := p.(interface{ Stats() pool.Stats }); ok {
-		m.publishPool = func() { ps.Stats() }
+	if d, ok := p.(interface{ Drain() (int, error) }); ok {
+		m.drainPool = d.Drain
 	}
 	m.rel = mailbox.New()
 	m.sink = pool.NewSink(m.applyReleases)
@@ -191,7 +190,7 @@ func New(p BlockPool, opts ...Option) (*Manager, error) {
 		m.checkRefs = make([]int32, n)
 	}
 	m.st.Capacity, m.st.TokensPerBlock = n, m.bs
-	m.publish(m.Stats())
+	m.pub.Init(m.stats())
 	return m, nil
 }
 
@@ -796,13 +795,14 @@ func (m *Manager) NewReleaser() (*Releaser, error) {
 // Drain is the owner's once-per-step call: it applies the releases workers
 // pushed since the last Drain, returns priorities whose duration has passed
 // to the default, evicts down to the low watermark if the high one is
-// reached (WithWatermarks), and publishes the accounting for Snapshot. It
-// returns how many sequences it released. Releases it rejects (stale,
-// doubled, foreign) are counted in Stats.RejectedReleases and reported in
-// an error matching ErrInvalidSequence; the others are applied all the same.
-// When the pool has a Stats method (every *pool.Pool has), Drain also calls
-// it, so that the pool's Snapshot stays current for a scraper even when the
-// owner drives only the manager.
+// reached (WithWatermarks), and publishes the accounting when a Snapshot
+// asked for it. It returns how many sequences it released. Releases it
+// rejects (stale, doubled, foreign) are counted in Stats.RejectedReleases and
+// reported in an error matching ErrInvalidSequence; the others are applied
+// all the same. When the pool has a Drain method (every *pool.Pool has),
+// Drain drains the pool too, so that the pool publishes its accounting for
+// a scraper even when the owner drives only the manager; its error, if any,
+// is joined to Drain's.
 func (m *Manager) Drain() (int, error) {
 	if err := m.usable(); err != nil {
 		return 0, err
@@ -817,9 +817,13 @@ func (m *Manager) Drain() (int, error) {
 		err = fmt.Errorf("%w: %v (%d release(s) rejected)", ErrInvalidSequence, m.rejID, m.rejN)
 	}
 	m.rejN, m.rejID = 0, SeqID{}
-	m.publish(m.Stats())
-	if m.publishPool != nil {
-		m.publishPool()
+	if invariants.Enabled || m.pub.Wanted() {
+		m.Stats() // checks the invariants in invariant builds; publishes
+	}
+	if m.drainPool != nil {
+		if _, perr := m.drainPool(); perr != nil {
+			err = errors.Join(err, perr)
+		}
 	}
 	return int(m.st.RemoteReleases - before), err
 }
@@ -897,6 +901,16 @@ func (m *Manager) emit(kind EventKind, hashes []Hash) {
 // Snapshot. In invariant builds (-race, -tags locus_invariants) it first
 // checks the manager's whole state and panics if it is inconsistent.
 func (m *Manager) Stats() Stats {
+	st := m.stats()
+	if m.id != 0 && !m.closed {
+		m.pub.Publish(st)
+	}
+	return st
+}
+
+// stats computes Stats without publishing, checking the invariants first in
+// invariant builds.
+func (m *Manager) stats() Stats {
 	if m.closed {
 		return m.final
 	}
@@ -911,26 +925,23 @@ func (m *Manager) Stats() Stats {
 	st.InUse = m.inUse
 	st.Pinned = m.pinned
 	st.Sequences = m.live
-	if m.id != 0 {
-		m.publish(st)
-	}
 	return st
 }
 
-// Snapshot returns the accounting as the owner last published it (at New,
-// Drain, Stats or Close). It is safe to call from any goroutine,
-// concurrently with the owner; the identities of Stats hold within one
-// snapshot.
+// Snapshot returns the accounting as the owner publishes it, for any
+// goroutine (a metrics scraper), concurrently with the owner. The owner
+// publishes at Stats and Close, and at a Drain when a Snapshot has asked
+// since the last publication (a Drain nobody asked costs one atomic load
+// more). So Snapshot returns a value published in the last millisecond at
+// once; otherwise it asks and waits for the owner's next Drain, up to 100
+// ms, and returns the latest value, which from an idle owner is what it last
+// published. After Close it returns the final counts at once. The
+// identities of Stats hold within one snapshot.
 func (m *Manager) Snapshot() Stats {
-	m.pubMu.Lock()
-	defer m.pubMu.Unlock()
-	return m.pub
-}
-
-func (m *Manager) publish(st Stats) {
-	m.pubMu.Lock()
-	m.pub = st
-	m.pubMu.Unlock()
+	if m.id == 0 {
+		return Stats{}
+	}
+	return m.pub.Get()
 }
 
 // Close returns every block the manager holds to the pool, live sequences'
@@ -942,7 +953,7 @@ func (m *Manager) Close() error {
 	}
 	m.isClosed.Store(true)
 	m.rel.Drain(m.sink) // what workers released before counts
-	m.final = m.Stats()
+	m.final = m.stats()
 	for i := range m.blocks {
 		if m.blocks[i].held {
 			m.blocks[i].held = false
@@ -953,7 +964,7 @@ func (m *Manager) Close() error {
 	err := m.flushFree()
 	m.closed = true
 	m.blocks, m.index, m.seqs = nil, nil, nil
-	m.publish(m.final)
+	m.pub.Seal(m.final)
 	return err
 }
 

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -36,13 +38,24 @@ func Example() {
 	srv := httptest.NewServer(mux) // a server: http.ListenAndServe("127.0.0.1:9090", mux)
 	defer srv.Close()
 
-	// One scheduling step of the serving loop.
-	id, _, _ := m.Admit(make([]uint32, 40), kv.Key{})
-	_ = m.Release(id) // a worker would use a kv.Releaser
-	_, _ = m.Drain()  // applies releases; publishes the manager's counts
-	_, _ = p.Drain()  // publishes the pool's counts
-	pub.Flush()       // the step's cache events go out as one batch
+	// The serving loop, on its owner goroutine: a step at a time.
+	stop := make(chan struct{})
+	var loop sync.WaitGroup
+	loop.Go(func() {
+		id, _, _ := m.Admit(make([]uint32, 40), kv.Key{})
+		_ = m.Release(id) // a worker would use a kv.Releaser
+		for {
+			_, _ = m.Drain() // once per step: releases, the pool's drain, and what a scrape asked for
+			pub.Flush()      // the step's cache events go out as one batch
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond): // the model's compute
+			}
+		}
+	})
 
+	// A scrape, from another goroutine: it is served at the loop's next step.
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {
 		fmt.Println(err)
@@ -56,6 +69,8 @@ func Example() {
 		}
 	}
 
+	close(stop)
+	loop.Wait()
 	_ = m.Close()
 	_ = pub.Close()
 	// Output:

@@ -76,6 +76,7 @@ locus_pool_remote_drained_handles_total{pool="test"} 3
 # TYPE locus_pool_remote_submitted_handles_total counter
 locus_pool_remote_submitted_handles_total{pool="test"} 3
 `
+	p.Stats() // the owner publishes; a scraper on another goroutine is served at the next Drain
 	require.NoError(t, testutil.CollectAndCompare(metrics.NewPool("test", p), strings.NewReader(want)))
 	lint(t, metrics.NewPool("test", p))
 }

@@ -3,10 +3,10 @@ package pool
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/internal/sysmem"
 	"github.com/locus-go/locus/internal/typednil"
 )
@@ -77,8 +77,7 @@ type core struct {
 	sink Sink
 
 	// pub is the accounting as the owner last published it, for Snapshot.
-	pubMu sync.Mutex
-	pub   Stats
+	pub snapshot.Cell[Stats]
 }
 
 var lastPoolID atomic.Uint32
@@ -156,7 +155,7 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 		c.free.pushBack(uint32(i))
 	}
 	c.sink.c = c
-	c.publish(pl.Stats())
+	c.pub.Init(pl.stats())
 	return pl, nil
 }
 
@@ -297,14 +296,16 @@ func (p *Pool[B, T, P]) Bytes(h Handle) ([]byte, error) {
 // Handles that fail validation (here or in a drain done by an earlier
 // allocation) are counted in Stats.Rejected and reported in a
 // *RejectedError; the good handles beside them are freed all the same.
-// Drain also publishes the accounting for Snapshot.
+// Drain also publishes the accounting when a Snapshot asked for it.
 func (p *Pool[B, T, P]) Drain() (int, error) {
 	if err := p.c.usable(); err != nil {
 		return 0, err
 	}
 	before := p.c.frees
 	p.drainOnce()
-	p.c.publish(p.Stats())
+	if p.c.pub.Wanted() {
+		p.Stats() // publishes
+	}
 	return int(p.c.frees - before), p.c.report()
 }
 
@@ -335,6 +336,15 @@ func (p *Pool[B, T, P]) NewSender() (*Sender, error) {
 // at Close. Only the owner may call it, like every other Pool method but
 // Snapshot; it also publishes what it returns for Snapshot.
 func (p *Pool[B, T, P]) Stats() Stats {
+	st := p.stats()
+	if p.c.id != 0 && !p.c.closed {
+		p.c.pub.Publish(st)
+	}
+	return st
+}
+
+// stats computes Stats without publishing.
+func (p *Pool[B, T, P]) stats() Stats {
 	c := &p.c
 	if c.closed {
 		return p.final
@@ -360,26 +370,30 @@ func (p *Pool[B, T, P]) Stats() Stats {
 	st.Live = int(c.allocs - c.frees)
 	if c.id != 0 {
 		st.RemoteSubmitted = p.senders.submitted()
-		c.publish(st)
 	}
 	return st
 }
 
-// Snapshot returns the pool's accounting as the owner last published it: at
-// its last Drain, Stats or Close, or at New. It is safe to call from any
-// goroutine, concurrently with the owner (a metrics scraper, say), and costs
-// the owner nothing until then. RemoteSubmitted is read at the call, so a
-// snapshot may count submissions its drains do not show yet, never the
-// reverse; every other count is as published, and the identities of Stats
-// hold within one snapshot.
+// Snapshot returns the pool's accounting as the owner publishes it, for any
+// goroutine (a metrics scraper, say), concurrently with the owner.
+//
+// The owner publishes at Stats and Close, and at a Drain when a Snapshot has
+// asked since the last publication; a Drain that nobody asked costs one
+// atomic load more. So Snapshot returns a value published in the last
+// millisecond at once; otherwise it asks and waits for the owner's next
+// Drain, up to 100 ms, and then returns the latest value, which from an idle
+// owner is what it last published. After Close it returns the final counts
+// at once. RemoteSubmitted is read at the call, so a snapshot may count
+// submissions its drains do not show yet, never the reverse; every other
+// count is as published, and the identities of Stats hold within one
+// snapshot.
 func (p *Pool[B, T, P]) Snapshot() Stats {
 	c := &p.c
-	c.pubMu.Lock()
-	st := c.pub
-	c.pubMu.Unlock()
-	if c.id != 0 {
-		st.RemoteSubmitted = max(st.RemoteSubmitted, p.senders.submitted())
+	if c.id == 0 {
+		return Stats{}
 	}
+	st := c.pub.Get()
+	st.RemoteSubmitted = max(st.RemoteSubmitted, p.senders.submitted())
 	return st
 }
 
@@ -407,7 +421,8 @@ func (p *Pool[B, T, P]) Close() error {
 	}
 	c := &p.c
 	p.senders.closed.Store(true) // senders stop first, so final counts hold still
-	p.final = p.Stats()
+	p.final = p.stats()
+	c.pub.Seal(p.final)
 	c.closed = true
 	// Dropping the metadata makes every handle fail validation (index out
 	// of range), which reject turns into ErrClosed: the hot path needs no
@@ -426,13 +441,6 @@ func (c *core) usable() error {
 		return ErrClosed
 	}
 	return nil
-}
-
-// publish makes st what Snapshot returns.
-func (c *core) publish(st Stats) {
-	c.pubMu.Lock()
-	c.pub = st
-	c.pubMu.Unlock()
 }
 
 // take pops a free block; the free list must not be empty.

@@ -215,6 +215,7 @@ func TestSnapshotWhileBusy(t *testing.T) {
 		drainAll(t, p)
 		close(stop)
 		require.NoError(t, <-scraped)
+		p.Stats() // the owner publishes
 		require.Zero(t, p.Snapshot().Live)
 	})
 }
