@@ -247,6 +247,7 @@ func brokenComponents() []brokenComponent {
 func TestSuiteRejectsBrokenComponents(t *testing.T) {
 	for _, c := range brokenComponents() {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			if race.Enabled && c.onlyWithoutRace != "" {
 				t.Skip(c.onlyWithoutRace)
 			}

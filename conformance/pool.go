@@ -163,6 +163,7 @@ var poolCases = []testCase[subject]{
 		name:        "RetiredSendersForgotten",
 		explanation: "thousands of retired senders, once drained, keep no memory and no goroutines in the pool or its transport",
 		run:         checkRetiredSenders,
+		whole:       true,
 	},
 	{
 		name:        "Accounting",
@@ -183,6 +184,7 @@ var poolCases = []testCase[subject]{
 		name:        "ZeroAllocs",
 		explanation: "Alloc, AllocBytes, AllocChunk, Free, FreeChunk, Bytes, a rejected Free, every send path of a sender, Drain, Stats and Snapshot allocate nothing in steady state",
 		run:         checkPoolAllocs,
+		whole:       true,
 	},
 }
 

@@ -220,7 +220,7 @@ func checkSenderRetire(r *plRun) error {
 func checkRetiredSenders(r *plRun) error {
 	s, ctx := r.x, r.ctx
 	bd, bounded := s.bounds()
-	total := retiredWaves * retiredPerWave
+	total := allWaves * retiredPerWave
 	snds := make([]sender, retiredPerWave)
 	drainDry := func() error {
 		for {
@@ -264,32 +264,14 @@ func checkRetiredSenders(r *plRun) error {
 		clear(snds)
 		return drainDry()
 	}
-	if err := wave(0); err != nil { // one-time growth happens here
+	if err := retention(ctx, "sender", wave); err != nil {
 		return err
 	}
-	base, g0 := liveHeap(), runtime.NumGoroutine()
-	for w := 1; w < retiredWaves; w++ {
-		if err := wave(w); err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return violationf(ErrDeadlock, "retired %d waves of senders before the watchdog fired", w)
-		}
-	}
-	after, g1 := liveHeap(), runtime.NumGoroutine()
 	if err := statsWant(s, 0, uint64(total), uint64(total), 0); err != nil {
 		return err
 	}
 	if st := s.Stats(); st.RemoteSubmitted != uint64(total) || st.RemoteDrained != uint64(total) {
 		return violationf(ErrAccounting, "%d retired senders freed one block each: RemoteSubmitted %d, RemoteDrained %d", total, st.RemoteSubmitted, st.RemoteDrained)
-	}
-	retired := total - retiredPerWave
-	if g1 > g0+extraGoroutines {
-		return violationf(ErrRetained, "%d goroutines before and %d after %d senders retired", g0, g1, retired)
-	}
-	if after > base && after-base > uint64(retainedBytes*retired) {
-		return violationf(ErrRetained, "the live heap grew by %d bytes (%.1f per sender) while %d senders retired and were drained, more than %d bytes each",
-			after-base, float64(after-base)/float64(retired), retired, retainedBytes)
 	}
 	return nil
 }

@@ -28,7 +28,18 @@ type testCase[X any] struct {
 	name        string
 	explanation string
 	run         func(r *run[X]) error
+	// whole is set for a case that measures the whole process (heap
+	// allocations, live heap, goroutines): it runs alone among this
+	// package's cases (see measuring).
+	whole bool
 }
+
+// measuring keeps the cases that measure the whole process apart from the
+// other cases of this package running in the process at the same time (in
+// parallel tests): they hold it for writing, every other case for reading.
+// Allocations of unrelated goroutines, which this package does not control,
+// are dealt with by the cases themselves.
+var measuring sync.RWMutex
 
 // run is one case's run: the instance, the watchdog's context, and a way to
 // get more instances from the same constructor.
@@ -137,6 +148,13 @@ func (s suite[X]) run(newX func() (X, error), where string) []outcome {
 // that has returned gets its instances freed (a mapping it may still touch
 // is never unmapped under it).
 func (s suite[X]) runCase(c testCase[X], build func() (X, error), timeout time.Duration, where string) outcome {
+	if c.whole {
+		measuring.Lock()
+		defer measuring.Unlock()
+	} else {
+		measuring.RLock()
+		defer measuring.RUnlock()
+	}
 	o := outcome{name: c.name}
 	first, err := build()
 	if err != nil {
@@ -331,9 +349,9 @@ func (c *crew) stopped(what string) error {
 // couple of milliseconds (a sleep takes a millisecond or more on Linux,
 // far longer than the wake-up the waiter usually waits for), then sleeps,
 // doubling up to a few milliseconds, so that a waiting owner neither slows
-// a fast exchange down nor burns a core for long. The yields are bounded in
-// number too: in a testing/synctest bubble time stands still while
-// anything runs, and the waiter must end up sleeping there as well.
+// a fast exchange down nor burns a core for long. In a testing/synctest
+// bubble, where time stands still while anything runs and a sleep ends as
+// soon as every goroutine is blocked, it sleeps at once.
 type backoff struct {
 	n     int
 	start time.Time
@@ -354,12 +372,19 @@ func (b *backoff) wait(ctx context.Context) bool {
 		b.start = time.Now()
 	}
 	b.n++
-	if b.n > 0 && b.n < spinYields && (b.n&63 != 0 || time.Since(b.start) < spinTime) {
-		runtime.Gosched()
-		return true
+	if b.n&63 == 0 && b.n < spinYields {
+		switch elapsed := time.Since(b.start); {
+		case elapsed == 0:
+			// Time stands still while this goroutine runs: a synctest
+			// bubble, where sleeping costs nothing.
+			b.n = spinYields
+		case elapsed >= spinTime:
+			b.n = spinYields
+		}
 	}
 	if b.n < spinYields {
-		b.n = spinYields // the yield phase is over
+		runtime.Gosched()
+		return true
 	}
 	d := 50 * time.Microsecond << min(b.n-spinYields, 6) // up to 3.2 ms
 	t := time.NewTimer(d)

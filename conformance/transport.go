@@ -97,6 +97,7 @@ var transportCases = []testCase[pool.Transport]{
 		name:        "ZeroAllocs",
 		explanation: "in steady state Send (and TrySend) of a chunk and the Drain that delivers it allocate nothing, and neither does an idle Drain",
 		run:         checkTransportAllocs,
+		whole:       true,
 	},
 	{
 		name:        "Bounds",
@@ -137,6 +138,7 @@ var transportCases = []testCase[pool.Transport]{
 		name:        "RetiredForgotten",
 		explanation: "once what a retired producer sent is delivered, the transport forgets it: thousands of retired producers keep no memory and no goroutines",
 		run:         checkRetiredForgotten,
+		whole:       true,
 	},
 }
 

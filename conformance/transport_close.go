@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -293,23 +294,68 @@ func checkRetire(r *trRun) error {
 	return nil
 }
 
-// Retention limits: after retiredWaves waves of retiredPerWave producers
-// that each sent, retired and were drained, the live heap may have grown
-// by at most retainedBytes per retired producer, and the goroutine count
-// by at most extraGoroutines. A transport that keeps anything per retired
-// producer (its queue, its box, even a pointer or a counter in a list)
-// keeps more.
+// Retention limits: over each of two windows of retiredWaves waves of
+// retiredPerWave producers that each sent, retired and were drained, the
+// live heap may grow by at most retainedBytes per retired producer and the
+// goroutine count by at most extraGoroutines. A transport that keeps
+// anything per retired producer (its queue, its box, even a pointer or a
+// counter in a list) grows by more in both windows; an allocation by some
+// other goroutine does not.
 const (
-	retiredWaves    = 128
+	retiredWaves    = 64
 	retiredPerWave  = 64
 	retainedBytes   = 2
 	extraGoroutines = 4
 )
 
+// allWaves is the number of waves of a retention case: one to warm up
+// (one-time growth happens there), then two windows.
+const allWaves = 1 + 2*retiredWaves
+
+// retention runs wave(0) to warm up, then two windows of retiredWaves
+// waves, measuring the live heap and the goroutines before and after each
+// window, and reports what both windows kept. what names one retiree.
+func retention(ctx context.Context, what string, wave func(w int) error) error {
+	if err := wave(0); err != nil {
+		return err
+	}
+	type sample struct {
+		heap       uint64
+		goroutines int
+	}
+	measure := func() sample { return sample{liveHeap(), runtime.NumGoroutine()} }
+	samples := []sample{measure()}
+	for window := range 2 {
+		for i := range retiredWaves {
+			if err := wave(1 + window*retiredWaves + i); err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return violationf(ErrDeadlock, "retired %d waves of %ss before the watchdog fired", window*retiredWaves+i, what)
+			}
+		}
+		samples = append(samples, measure())
+	}
+	retired := retiredWaves * retiredPerWave
+	grew := func(k int) (int64, int) {
+		return int64(samples[k].heap) - int64(samples[k-1].heap), samples[k].goroutines - samples[k-1].goroutines
+	}
+	h1, g1 := grew(1)
+	h2, g2 := grew(2)
+	if g1 > extraGoroutines && g2 > extraGoroutines {
+		return violationf(ErrRetained, "%d and then %d more goroutines while two sets of %d %ss retired", g1, g2, retired, what)
+	}
+	if limit := int64(retainedBytes * retired); h1 > limit && h2 > limit {
+		return violationf(ErrRetained, "the live heap grew by %d and then %d bytes (%.1f per %s) while two sets of %d %ss retired and were drained, more than %d bytes each",
+			h1, h2, float64(h2)/float64(retired), what, retired, what, retainedBytes)
+	}
+	return nil
+}
+
 func checkRetiredForgotten(r *trRun) error {
 	tr, ctx := r.x, r.ctx
 	bd, bounded := boundsOf(tr)
-	total := retiredWaves * retiredPerWave
+	total := allWaves * retiredPerWave
 	sent := make([]int32, total)
 	got := make([]int32, total)
 	strays, delivered := 0, 0
@@ -323,17 +369,19 @@ func checkRetiredForgotten(r *trRun) error {
 			}
 		}
 	})
-	drainDry := func() error {
-		for {
+	drainDry := func() error { // until two drains in a row bring nothing, as ledger.drainDry
+		for empty := 0; empty < 2; {
 			before := delivered
-			tr.Drain(sink)
-			if delivered == before {
-				return nil
+			if tr.Drain(sink); delivered == before {
+				empty++
+			} else {
+				empty = 0
 			}
 			if ctx.Err() != nil {
 				return violationf(ErrDeadlock, "drains kept delivering")
 			}
 		}
+		return nil
 	}
 	prods := make([]pool.Producer, retiredPerWave)
 	chunk := make([]pool.Handle, 3)
@@ -368,19 +416,9 @@ func checkRetiredForgotten(r *trRun) error {
 		clear(prods)
 		return drainDry()
 	}
-	if err := wave(0); err != nil { // one-time growth happens here
+	if err := retention(ctx, "producer", wave); err != nil {
 		return err
 	}
-	base, g0 := liveHeap(), runtime.NumGoroutine()
-	for w := 1; w < retiredWaves; w++ {
-		if err := wave(w); err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return violationf(ErrDeadlock, "retired %d waves of producers before the watchdog fired", w)
-		}
-	}
-	after, g1 := liveHeap(), runtime.NumGoroutine()
 	if strays > 0 {
 		return violationf(ErrCorrupted, "%d delivered handles were never sent", strays)
 	}
@@ -391,14 +429,6 @@ func checkRetiredForgotten(r *trRun) error {
 		case got[id] < sent[id]:
 			return violationf(ErrLost, "retired producer %d's handle delivered %d times, sent %d: its pending handles were dropped at Close", id, got[id], sent[id])
 		}
-	}
-	retired := total - retiredPerWave
-	if g1 > g0+extraGoroutines {
-		return violationf(ErrRetained, "%d goroutines before and %d after %d producers retired", g0, g1, retired)
-	}
-	if after > base && after-base > uint64(retainedBytes*retired) {
-		return violationf(ErrRetained, "the live heap grew by %d bytes (%.1f per producer) while %d producers retired and were drained, more than %d bytes each",
-			after-base, float64(after-base)/float64(retired), retired, retainedBytes)
 	}
 	return nil
 }
