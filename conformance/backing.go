@@ -225,9 +225,6 @@ func checkCloseTwice(r *bkRun) error {
 	return nil
 }
 
-// pattern is a byte written into block i.
-func pattern(i int) byte { return byte(i*31 + 7) }
-
 func fill(b []byte, v byte) {
 	for j := range b {
 		b[j] = v

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/internal/race"
@@ -284,5 +285,51 @@ func TestSuiteRejectsBrokenComponents(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestLossReportedPromptly: a lost handle is reported as lost as soon as
+// the producers are done and drains bring nothing more, within a second,
+// not by the watchdog a minute later. In a synctest bubble the clock moves
+// only when every goroutine waits, so it measures how long a case waited.
+func TestLossReportedPromptly(t *testing.T) {
+	t.Run("transport", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			promptly(t, transportSuite(), func() (pool.Transport, error) {
+				return &lossyTransport{Transport: mailbox.New()}, nil
+			})
+		})
+	})
+	t.Run("pool", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			promptly(t, poolSuite(), func() (subject, error) {
+				return realPool(&lossyTransport{Transport: mailbox.New()})
+			})
+		})
+	})
+}
+
+// promptly runs each case of s alone and checks that the ones that find a
+// loss find it within a second.
+func promptly[X any](t *testing.T, s suite[X], newX func() (X, error)) {
+	losses := 0
+	for _, c := range s.cases {
+		one := s
+		one.cases = []testCase[X]{c}
+		start := time.Now()
+		o := one.run(newX, "broken_test.go")[0]
+		took := time.Since(start)
+		switch {
+		case o.err == nil:
+		case !errors.Is(o.err, ErrLost):
+			t.Errorf("%s: %v, want a loss", c.name, o.err)
+		case took >= time.Second:
+			t.Errorf("%s: reported the loss after %v", c.name, took)
+		default:
+			losses++
+		}
+	}
+	if losses == 0 {
+		t.Error("no case found the loss")
 	}
 }

@@ -98,10 +98,10 @@ func checkClose(r *plRun) error {
 		return err
 	}
 	if err := identities(s.Stats()); err != nil {
-		return fmt.Errorf("Stats after Close: %w", err)
+		return fmt.Errorf("after Close, Stats: %w", err)
 	}
 	if err := identities(s.Snapshot()); err != nil {
-		return fmt.Errorf("Snapshot after Close: %w", err)
+		return fmt.Errorf("after Close, Snapshot: %w", err)
 	}
 	if !bounded {
 		return nil

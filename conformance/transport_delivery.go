@@ -571,26 +571,18 @@ func checkInstances(r *trRun) error {
 		}
 	}
 	// A full instance leaves the others their room.
-	if bd, bounded := boundsOf(insts[0]); bounded {
-		if tp, ok := prods[0].(pool.TryProducer); ok {
-			fill := freshChunk(src, 0, bd.Capacity+1)
-			if bd.Chunked {
-				for range bd.Capacity + 1 {
-					if n, _ := tp.TrySend(fill[:1]); n != 1 {
-						break
-					}
-					fill = fill[1:]
-				}
-			} else {
-				n, _ := tp.TrySend(fill)
-				fill = fill[:max(n, 0)]
+	if bd, bounded := boundsOf(insts[0]); bounded && bd.Capacity <= maxFilled {
+		tp0, ok0 := prods[0].(pool.TryProducer)
+		tp1, ok1 := prods[per].(pool.TryProducer)
+		if ok0 && ok1 {
+			if _, err := fillItems(ledgers[0], tp0, 0, bd, bd.Capacity+1); err != nil {
+				return fmt.Errorf("instance 0: %w", err)
 			}
-			if tp2, ok := prods[per].(pool.TryProducer); ok {
-				h := freshChunk(src, per, 1)
-				if n, err := tp2.TrySend(h); n != 1 || err != nil {
-					return violationf(ErrContract, "instance 1: TrySend of one handle into an empty queue while instance 0 is full = (%d, %v), want (1, nil): instances share a queue", n, err)
-				}
+			h := freshChunk(src, per, 1)
+			if n, err := tp1.TrySend(h); n != 1 || err != nil {
+				return violationf(ErrContract, "instance 1: TrySend of one handle into an empty queue while instance 0 is full = (%d, %v), want (1, nil): instances share a queue", n, err)
 			}
+			ledgers[1].sent[per] = append(ledgers[1].sent[per], h...)
 		}
 	}
 	// Closing one instance leaves the others working.
@@ -598,8 +590,13 @@ func checkInstances(r *trRun) error {
 		return violationf(ErrContract, "instance 0: Close: %v", err)
 	}
 	for i := 1; i < len(insts); i++ {
+		if err := ledgers[i].drainDry(ctx, insts[i]); err != nil {
+			return err
+		}
+		if err := ledgers[i].verdict(); err != nil {
+			return fmt.Errorf("instance %d: %w", i, err)
+		}
 		l := newLedger(src, len(prods))
-		ledgers[i].drainDry(ctx, insts[i]) // what the fill above left
 		chunk := freshChunk(src, i*per, 1)
 		if err := prods[i*per].Send(chunk); err != nil {
 			return violationf(ErrContract, "instance %d: Send after instance 0 was closed: %v", i, err)
