@@ -37,6 +37,9 @@ func TestDefaultRejectsBadOptions(t *testing.T) {
 		{locus.WithBlocks(0)},
 		{locus.WithBlocks(-3)},
 		{locus.WithBlockSize(math.MaxInt/2 + 1), locus.WithBlocks(4)},
+		{locus.WithBlockSize(1 << 30), locus.WithBlocks(1 << 20)}, // a petabyte
+		{nil},
+		{locus.WithBlocks(8), nil},
 	} {
 		if p, err := locus.Default(opts...); err == nil {
 			p.Close()

@@ -3,12 +3,12 @@ package pool
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"sync/atomic"
 
 	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/internal/sysmem"
+	"github.com/locus-go/locus/internal/typednil"
 )
 
 // MaxBlocks is the largest capacity a pool accepts (2^30 blocks: 4 TiB of
@@ -117,7 +117,7 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 		what string
 		v    any
 	}{{"backing", b}, {"transport", t}, {"policy", p}} {
-		if isNil(c.v) {
+		if typednil.Is(c.v) {
 			return nil, fmt.Errorf("%w: nil %s", ErrInvalidConfig, c.what)
 		}
 	}
@@ -158,19 +158,6 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 	c.sink.c = c
 	c.publish(pl.Stats())
 	return pl, nil
-}
-
-// isNil reports whether v is nil or a typed nil pointer, func or channel: a
-// component whose methods would dereference nil.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Chan, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Alloc hands out a free block. If none is free it first drains pending remote
@@ -335,7 +322,7 @@ func (p *Pool[B, T, P]) NewSender() (*Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	if isNil(prod) {
+	if typednil.Is(prod) {
 		return nil, fmt.Errorf("%w: transport returned a nil producer", ErrInvalidConfig)
 	}
 	s := &Sender{prod: prod, set: &p.senders}
@@ -468,9 +455,12 @@ func (c *core) markHigh() {
 
 // valid reports whether h names a live block of this pool. A handle is live
 // iff its generation equals the block's and is odd: the odd test stops a
-// forged even generation from matching a free block.
+// forged even generation from matching a free block. The range test is
+// written on uint so that the compiler drops the bounds check of gens[h.idx]
+// on every architecture (an int conversion would keep it on 32-bit ones,
+// where a forged index of 2^31 or more turns negative).
 func (c *core) valid(h Handle) bool {
-	return h.pool == c.id && h.idx < uint32(len(c.gens)) && c.gens[h.idx] == h.gen && h.gen&1 == 1
+	return h.pool == c.id && uint(h.idx) < uint(len(c.gens)) && c.gens[h.idx] == h.gen && h.gen&1 == 1
 }
 
 // put frees h if it is live and reports whether it did. The caller counts.
@@ -497,7 +487,7 @@ func (c *core) reject(h Handle) error {
 		return ErrZeroHandle
 	case h.pool != c.id:
 		return ErrForeignHandle
-	case h.idx >= uint32(len(c.gens)):
+	case uint(h.idx) >= uint(len(c.gens)):
 		return ErrOutOfRange
 	}
 	return ErrStaleHandle

@@ -52,6 +52,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/locus-go/locus/internal/sysmem"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -128,8 +129,10 @@ func WithLocked() Option { return optionFunc(func(c *config) { c.locked = true }
 // (the huge page size with WithHugePages).
 //
 // It fails with an error wrapping pool.ErrInvalidConfig if either count is
-// not positive, if blocks exceeds pool.MaxBlocks or if the region's length
-// overflows an int; with a *BindError if WithNode's node is out of range or
+// not positive, if blocks exceeds pool.MaxBlocks, if the region's length
+// overflows an int or exceeds the memory this process may use (the smaller
+// of its Go memory limit and the machine's physical memory), or if an option
+// is nil; with a *BindError if WithNode's node is out of range or
 // the bind fails; with an error wrapping the errno if a system call fails;
 // and with an error wrapping errors.ErrUnsupported on systems other than
 // Linux. On failure nothing stays mapped.
@@ -140,11 +143,15 @@ func New(blockSize, blocks int, opts ...Option) (*Backing, error) {
 	if blockSize > maxInt/blocks {
 		return nil, fmt.Errorf("%w: %d blocks of %d bytes overflow an int", pool.ErrInvalidConfig, blocks, blockSize)
 	}
+	if err := sysmem.Fits(uint64(blockSize) * uint64(blocks)); err != nil {
+		return nil, fmt.Errorf("%w: mmap backing of %d blocks of %d bytes: %v", pool.ErrInvalidConfig, blocks, blockSize, err)
+	}
 	var cfg config
 	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
+		if o == nil {
+			return nil, fmt.Errorf("%w: mmap: nil option", pool.ErrInvalidConfig)
 		}
+		o.apply(&cfg)
 	}
 	if cfg.bind {
 		if err := checkNode(cfg.node); err != nil {
@@ -166,15 +173,21 @@ func New(blockSize, blocks int, opts ...Option) (*Backing, error) {
 
 const maxInt = int(^uint(0) >> 1)
 
-// Len returns the number of blocks; 0 after Close.
-func (b *Backing) Len() int { return b.n }
+// Len returns the number of blocks; 0 after Close, and for a nil or zero
+// Backing.
+func (b *Backing) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.n
+}
 
 // Block returns block i: blockSize bytes with no spare capacity, so an
-// append cannot spill into block i+1. It panics if i is not in [0, Len()),
-// as indexing a slice does; after Close every index is out of range.
+// append cannot spill into block i+1. It returns nil if i is not in
+// [0, Len()); after Close every index is out of range.
 func (b *Backing) Block(i int) []byte {
-	if uint(i) >= uint(b.n) {
-		panic("mmap: block index " + strconv.Itoa(i) + " out of range [0, " + strconv.Itoa(b.n) + ")")
+	if uint(i) >= uint(b.Len()) {
+		return nil
 	}
 	lo, hi := i*b.size, (i+1)*b.size
 	return b.mem[lo:hi:hi]
@@ -185,13 +198,18 @@ func (b *Backing) Block(i int) []byte {
 // the page size (the huge page size with WithHugePages). It returns 0, 0
 // after Close. The address is for diagnostics and for system calls such as
 // madvise on the region; it is not a Go pointer.
-func (b *Backing) Span() (addr uintptr, length int) { return b.addr, len(b.mem) }
+func (b *Backing) Span() (addr uintptr, length int) {
+	if b == nil {
+		return 0, 0
+	}
+	return b.addr, len(b.mem)
+}
 
 // Node returns the node of the last Bind (or WithNode) that succeeded, or -1
 // if the region was never bound. It is what was asked for; Placement reports
 // what the kernel did.
 func (b *Backing) Node() int {
-	if !b.bound {
+	if b == nil || !b.bound {
 		return -1
 	}
 	return b.node
@@ -212,6 +230,9 @@ func (b *Backing) Node() int {
 // errors.Is too. After Close, Bind fails with an error wrapping
 // pool.ErrClosed.
 func (b *Backing) Bind(node int) error {
+	if b == nil {
+		return fmt.Errorf("%w: mmap: bind: nil Backing", pool.ErrInvalidArgument)
+	}
 	if b.closed {
 		return fmt.Errorf("mmap: bind: %w", pool.ErrClosed)
 	}
@@ -245,6 +266,9 @@ func (b *Backing) Bind(node int) error {
 // wrapping ENOSYS (which matches errors.ErrUnsupported). After Close it
 // fails with an error wrapping pool.ErrClosed.
 func (b *Backing) Placement() (node int, err error) {
+	if b == nil {
+		return -1, fmt.Errorf("%w: mmap: placement: nil Backing", pool.ErrInvalidArgument)
+	}
 	if b.closed {
 		return -1, fmt.Errorf("mmap: placement: %w", pool.ErrClosed)
 	}
@@ -258,6 +282,9 @@ func (b *Backing) Placement() (node int, err error) {
 // returns nil without unmapping again. Every slice returned by Block must be
 // dead by then (see the package doc).
 func (b *Backing) Close() error {
+	if b == nil {
+		return nil
+	}
 	if b.closed || b.mem == nil {
 		b.closed = true
 		return nil

@@ -53,6 +53,8 @@ func TestNewInvalid(t *testing.T) {
 		{"too many blocks", 1, pool.MaxBlocks + 1},
 		{"overflow", maxInt/2 + 1, 2},
 		{"overflow when page-rounded", maxInt - 1, 1},
+		{"more than this machine's memory", 1 << 30, 1 << 20},
+		{"two terabytes of 4 KiB blocks", 4096, 1 << 29},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b, err := mmap.New(c.blockSize, c.blocks)
@@ -64,6 +66,9 @@ func TestNewInvalid(t *testing.T) {
 				t.Fatal("New returned a backing with its error")
 			}
 		})
+	}
+	if b, err := mmap.New(4096, 1, nil); !errors.Is(err, pool.ErrInvalidConfig) || b != nil {
+		t.Errorf("New with a nil option = %v, %v; want an error wrapping pool.ErrInvalidConfig", b, err)
 	}
 	for _, node := range []int{-1, 4096, maxInt} {
 		b, err := mmap.New(4096, 1, mmap.WithNode(node))
@@ -123,15 +128,32 @@ func TestGeometry(t *testing.T) {
 
 func TestBlockOutOfRange(t *testing.T) {
 	b := newBacking(t, 64, 4)
-	for _, i := range []int{-1, 4, maxInt} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("Block(%d) of 4 blocks did not panic", i)
-				}
-			}()
-			_ = b.Block(i)
-		}()
+	for _, i := range []int{-1, 4, maxInt, -maxInt - 1} {
+		if blk := b.Block(i); blk != nil {
+			t.Errorf("Block(%d) of 4 blocks = %d bytes, want nil", i, len(blk))
+		}
+	}
+}
+
+func TestNilBacking(t *testing.T) {
+	var b *mmap.Backing
+	if b.Len() != 0 || b.Block(0) != nil || b.Node() != -1 {
+		t.Error("a nil Backing has blocks")
+	}
+	if addr, n := b.Span(); addr != 0 || n != 0 {
+		t.Errorf("nil Backing Span() = %#x, %d", addr, n)
+	}
+	if err := b.Bind(0); !errors.Is(err, pool.ErrInvalidArgument) {
+		t.Errorf("nil Backing Bind = %v, want pool.ErrInvalidArgument", err)
+	}
+	if _, err := b.Placement(); !errors.Is(err, pool.ErrInvalidArgument) {
+		t.Errorf("nil Backing Placement = %v, want pool.ErrInvalidArgument", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("nil Backing Close = %v", err)
+	}
+	if _, err := pool.New(b, mailbox.New(), lifo.Policy{}); !errors.Is(err, pool.ErrInvalidConfig) {
+		t.Errorf("pool.New over a nil *mmap.Backing = %v, want pool.ErrInvalidConfig", err)
 	}
 }
 
@@ -150,14 +172,9 @@ func TestClose(t *testing.T) {
 	if addr, length := b.Span(); addr != 0 || length != 0 {
 		t.Errorf("Span() = %#x, %d after Close, want 0, 0", addr, length)
 	}
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Error("Block(0) after Close did not panic")
-			}
-		}()
-		_ = b.Block(0)
-	}()
+	if blk := b.Block(0); blk != nil {
+		t.Errorf("Block(0) after Close = %d bytes, want nil", len(blk))
+	}
 	if err := b.Bind(0); !errors.Is(err, pool.ErrClosed) {
 		t.Errorf("Bind after Close = %v, want pool.ErrClosed", err)
 	}
@@ -191,7 +208,6 @@ func TestOptions(t *testing.T) {
 		{"prefault", []mmap.Option{mmap.WithPrefault()}},
 		{"locked", []mmap.Option{mmap.WithLocked()}},
 		{"all", []mmap.Option{mmap.WithHugePages(), mmap.WithPrefault(), mmap.WithLocked()}},
-		{"nil option", []mmap.Option{nil}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b, err := mmap.New(4096, 64, c.opts...)

@@ -4,7 +4,13 @@
 // one call through their own sender; the owner drains once per step, off the
 // allocation path.
 //
+// The shared-prefix scenario (-scenario shared) runs the same loop through a
+// kv.Manager: requests start with one of a few system prompts, the prefix
+// cache shares their blocks, workers release whole sequences with one push,
+// and the command prints the blocks held with and without sharing.
+//
 //	go run ./examples/serving -requests 256 -workers 4
+//	go run ./examples/serving -scenario shared
 package main
 
 import (
@@ -15,13 +21,14 @@ import (
 	"sync"
 
 	"github.com/locus-go/locus"
-	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/kv"
 )
 
 type config struct {
 	requests, workers, arrivals int
 	blocks, tokensPerBlock      int
 	prompt, decode              int
+	system, prompts             int // shared scenario: system prompt tokens, distinct system prompts
 }
 
 func main() {
@@ -33,8 +40,20 @@ func main() {
 	flag.IntVar(&c.tokensPerBlock, "tokens-per-block", 16, "tokens per KV block")
 	flag.IntVar(&c.prompt, "prompt", 256, "prompt tokens per request")
 	flag.IntVar(&c.decode, "decode", 64, "decode steps per request (varied by request)")
+	flag.IntVar(&c.system, "system", 512, "shared scenario: tokens of each system prompt")
+	flag.IntVar(&c.prompts, "system-prompts", 2, "shared scenario: distinct system prompts")
+	scenario := flag.String("scenario", "private", "private (a block table per request) or shared (prefix cache)")
 	flag.Parse()
-	if err := serve(os.Stdout, c); err != nil {
+	run := serve
+	switch *scenario {
+	case "private":
+	case "shared":
+		run = serveShared
+	default:
+		fmt.Fprintln(os.Stderr, "serving: -scenario is private or shared")
+		os.Exit(2)
+	}
+	if err := run(os.Stdout, c); err != nil {
 		fmt.Fprintln(os.Stderr, "serving:", err)
 		os.Exit(1)
 	}
@@ -43,7 +62,7 @@ func main() {
 type request struct {
 	id    int
 	left  int // decode steps to go
-	table *pool.Table
+	table *kv.Table
 }
 
 func serve(out io.Writer, c config) error {
@@ -93,7 +112,7 @@ func serve(out io.Writer, c config) error {
 			select {
 			case r = <-recycled: // reuse a finished request's table
 			default:
-				t, err := pool.NewTable(c.tokensPerBlock)
+				t, err := kv.NewTable(c.tokensPerBlock)
 				if err != nil {
 					return err
 				}

@@ -1,11 +1,11 @@
-package pool_test
+package kv_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/locus-go/locus/policy/lifo"
+	"github.com/locus-go/locus/kv"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -23,8 +23,8 @@ func TestTableAppend(t *testing.T) {
 		{"large", []int{100}, []int{7}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := newPool(t, 16, lifo.Policy{})
-			tbl, err := pool.NewTable(16)
+			p := newPool(t, 16, 32)
+			tbl, err := kv.NewTable(16)
 			require.NoError(t, err)
 			tokens := 0
 			for i, n := range c.appends {
@@ -43,8 +43,8 @@ func TestTableAppend(t *testing.T) {
 }
 
 func TestTableAllOrNothing(t *testing.T) {
-	p := newPool(t, 4, lifo.Policy{})
-	tbl, _ := pool.NewTable(2)
+	p := newPool(t, 4, 32)
+	tbl, _ := kv.NewTable(2)
 	require.NoError(t, tbl.Append(p, 3)) // 2 blocks
 	err := tbl.Append(p, 6)              // needs 3 more, 2 free
 	require.ErrorIs(t, err, pool.ErrExhausted)
@@ -56,8 +56,8 @@ func TestTableAllOrNothing(t *testing.T) {
 }
 
 func TestTableReleaseThroughSender(t *testing.T) {
-	p := newPool(t, 8, lifo.Policy{})
-	tbl, _ := pool.NewTable(4)
+	p := newPool(t, 8, 32)
+	tbl, _ := kv.NewTable(4)
 	require.NoError(t, tbl.Append(p, 17))
 	s, err := p.NewSender()
 	require.NoError(t, err)
@@ -74,13 +74,39 @@ func TestTableReleaseThroughSender(t *testing.T) {
 }
 
 func TestTableRejectsBadArguments(t *testing.T) {
-	_, err := pool.NewTable(0)
+	_, err := kv.NewTable(0)
 	require.ErrorIs(t, err, pool.ErrInvalidArgument)
-	p := newPool(t, 4, lifo.Policy{})
-	tbl, _ := pool.NewTable(1)
+	p := newPool(t, 4, 32)
+	tbl, _ := kv.NewTable(1)
 	require.ErrorIs(t, tbl.Append(p, -1), pool.ErrInvalidArgument)
 	require.NoError(t, tbl.Append(p, 1))
 	require.ErrorIs(t, tbl.Append(p, int(^uint(0)>>1)), pool.ErrInvalidArgument)
 	require.Equal(t, 1, tbl.Tokens())
 	require.Equal(t, 1, tbl.TokensPerBlock())
+}
+
+func TestTableHotPathAllocatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts need warm runs")
+	}
+	p := newPool(t, 64, 32)
+	tbl, err := kv.NewTable(16)
+	require.NoError(t, err)
+	s, err := p.NewSender()
+	require.NoError(t, err)
+	op := func() {
+		if err := tbl.Append(p, 40); err != nil {
+			t.Fatal(err)
+		}
+		if err := tbl.Release(s); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Drain(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op()
+	if a := testing.AllocsPerRun(100, op); a != 0 {
+		t.Fatalf("table append+release+drain: %v allocs, want 0", a)
+	}
 }

@@ -1,19 +1,23 @@
-package pool
+package kv
 
-import "fmt"
+import (
+	"fmt"
 
-// Allocator hands out blocks all or nothing; *Pool is one.
+	"github.com/locus-go/locus/pool"
+)
+
+// Allocator hands out blocks all or nothing; *pool.Pool is one.
 type Allocator interface {
-	AllocChunk(dst []Handle) error
+	AllocChunk(dst []pool.Handle) error
 	// Capacity is the most blocks the allocator could ever hand out at
 	// once; a Table asks for no more.
 	Capacity() int
 }
 
-// ChunkFreer frees a chunk of blocks; *Pool (locally, on the owner) and
-// *Sender (remotely, from a worker) are both one.
+// ChunkFreer frees a chunk of blocks; *pool.Pool (locally, on the owner) and
+// *pool.Sender (remotely, from a worker) are both one.
 type ChunkFreer interface {
-	FreeChunk(chunk []Handle) error
+	FreeChunk(chunk []pool.Handle) error
 }
 
 // Table is one sequence's block table (the record's KvBlockTable): the blocks
@@ -21,22 +25,26 @@ type ChunkFreer interface {
 // allocates exactly the blocks the new length needs, all or nothing; Release
 // returns every block as one chunk.
 //
+// A Table shares nothing: use it for an engine without prefix caching, where
+// every request owns its blocks. Sequences that share blocks (a common
+// system prompt, forks) need a Manager.
+//
 // A Table is used by one goroutine at a time: typically the owner appends
 // while the sequence runs, and a worker releases it when the request is done.
-// Its zero value is not usable (Append fails with ErrInvalidArgument); build
+// Its zero value is not usable (Append fails with pool.ErrInvalidArgument); build
 // one with NewTable.
 type Table struct {
 	tokensPerBlock int
 	tokens         int
-	handles        []Handle
+	handles        []pool.Handle
 }
 
 // NewTable returns an empty table of tokensPerBlock tokens per block. It
-// fails with an error wrapping ErrInvalidArgument if tokensPerBlock is not
+// fails with an error wrapping pool.ErrInvalidArgument if tokensPerBlock is not
 // positive.
 func NewTable(tokensPerBlock int) (*Table, error) {
 	if tokensPerBlock <= 0 {
-		return nil, fmt.Errorf("%w: %d tokens per block", ErrInvalidArgument, tokensPerBlock)
+		return nil, fmt.Errorf("kv: %w: %d tokens per block", pool.ErrInvalidArgument, tokensPerBlock)
 	}
 	return &Table{tokensPerBlock: tokensPerBlock}, nil
 }
@@ -49,29 +57,29 @@ func (t *Table) TokensPerBlock() int { return t.tokensPerBlock }
 
 // Handles returns the sequence's blocks in token order. The slice is the
 // table's own: read it, do not keep or change it.
-func (t *Table) Handles() []Handle { return t.handles }
+func (t *Table) Handles() []pool.Handle { return t.handles }
 
 // Append grows the sequence by tokens tokens, allocating from a the blocks the
 // new length needs. If a cannot provide them all it allocates none, leaves the
-// table as it was and returns a's error (ErrExhausted, say); a request for
-// more blocks than a's capacity fails with ErrExhausted before anything is
+// table as it was and returns a's error (pool.ErrExhausted, say); a request for
+// more blocks than a's capacity fails with pool.ErrExhausted before anything is
 // reserved. A negative count, or one that would overflow the length, fails
-// with ErrInvalidArgument, and so does a nil allocator or a zero Table.
+// with pool.ErrInvalidArgument, and so does a nil allocator or a zero Table.
 func (t *Table) Append(a Allocator, tokens int) error {
 	if t.tokensPerBlock <= 0 {
-		return fmt.Errorf("%w: zero Table; make it with NewTable", ErrInvalidArgument)
+		return fmt.Errorf("kv: %w: zero Table; make it with NewTable", pool.ErrInvalidArgument)
 	}
 	if a == nil {
-		return fmt.Errorf("%w: nil allocator", ErrInvalidArgument)
+		return fmt.Errorf("kv: %w: nil allocator", pool.ErrInvalidArgument)
 	}
 	if tokens < 0 || tokens > int(^uint(0)>>1)-t.tokens {
-		return fmt.Errorf("%w: append %d tokens to %d", ErrInvalidArgument, tokens, t.tokens)
+		return fmt.Errorf("kv: %w: append %d tokens to %d", pool.ErrInvalidArgument, tokens, t.tokens)
 	}
 	n := t.tokens + tokens
 	blocks := n/t.tokensPerBlock + min(n%t.tokensPerBlock, 1) // no overflow near MaxInt
 	need := blocks - len(t.handles)
 	if need > 0 && blocks > a.Capacity() {
-		return ErrExhausted // as AllocChunk would say, without reserving the handles first
+		return pool.ErrExhausted // as AllocChunk would say, without reserving the handles first
 	}
 	if need > 0 {
 		old := len(t.handles)
@@ -92,7 +100,7 @@ func (t *Table) Append(a Allocator, tokens int) error {
 // blocks are no longer the table's either way.
 func (t *Table) Release(f ChunkFreer) error {
 	if f == nil {
-		return fmt.Errorf("%w: nil freer", ErrInvalidArgument)
+		return fmt.Errorf("kv: %w: nil freer", pool.ErrInvalidArgument)
 	}
 	err := f.FreeChunk(t.handles)
 	clear(t.handles)
@@ -101,11 +109,11 @@ func (t *Table) Release(f ChunkFreer) error {
 	return err
 }
 
-func grow(s []Handle, n int) []Handle {
+func grow(s []pool.Handle, n int) []pool.Handle {
 	if len(s)+n <= cap(s) {
 		return s[:len(s)+n]
 	}
-	g := make([]Handle, len(s)+n, 2*cap(s)+n)
+	g := make([]pool.Handle, len(s)+n, 2*cap(s)+n)
 	copy(g, s)
 	return g
 }

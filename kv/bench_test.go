@@ -1,0 +1,282 @@
+package kv_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/locus-go/locus/kv"
+	"github.com/locus-go/locus/pool"
+)
+
+var algos = []kv.HashAlgo{kv.SHA256CBOR, kv.XXH3CBOR}
+
+// vocab returns n token ids spread over a 128k vocabulary, as real prompts
+// are (most ids need the 3- or 5-byte CBOR form).
+func vocab(seed, n int) []uint32 {
+	s := make([]uint32, n)
+	x := uint32(seed)*2654435761 + 1
+	for i := range s {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		s[i] = x % 128000
+	}
+	return s
+}
+
+func perBlock(b *testing.B, blocks int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*blocks), "ns/block")
+}
+
+// BenchmarkHash: the hash of one full block of 16 tokens.
+func BenchmarkHash(b *testing.B) {
+	for _, a := range algos {
+		b.Run("algo="+a.String(), func(b *testing.B) {
+			h, err := kv.NewHasher(a, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			tokens := vocab(1, 16)
+			parent := h.Block(kv.Hash{}, tokens, kv.Key{})
+			b.ReportAllocs()
+			for b.Loop() {
+				parent = h.Block(parent, tokens, kv.Key{})
+			}
+		})
+	}
+}
+
+// BenchmarkAdmitPrefixHit: admission of a prompt whose first 64 blocks are
+// cached (the 65th, holding the last token, is allocated), then release.
+func BenchmarkAdmitPrefixHit(b *testing.B) {
+	for _, a := range algos {
+		b.Run("algo="+a.String(), func(b *testing.B) {
+			m, err := kv.New(newPool(b, 256, 64), kv.WithHash(a, ""))
+			if err != nil {
+				b.Fatal(err)
+			}
+			prompt := vocab(2, 64*16+1)
+			op := func() {
+				id, hit, err := m.Admit(prompt, kv.Key{})
+				if err != nil || hit != 64*16 {
+					b.Fatalf("admit: hit %d, %v", hit, err)
+				}
+				if err := m.Release(id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			id, _, _ := m.Admit(prompt, kv.Key{}) // fill the cache
+			_ = m.Release(id)
+			op()
+			b.ReportAllocs()
+			for b.Loop() {
+				op()
+			}
+			perBlock(b, 64)
+		})
+	}
+}
+
+// BenchmarkAdmitEvict: every admission of 16 new full blocks finds the pool
+// full of cached blocks and must evict 16 of them.
+func BenchmarkAdmitEvict(b *testing.B) {
+	for _, a := range algos {
+		b.Run("algo="+a.String(), func(b *testing.B) {
+			m, err := kv.New(newPool(b, 256, 64), kv.WithHash(a, ""))
+			if err != nil {
+				b.Fatal(err)
+			}
+			prompt := vocab(3, 16*16)
+			n := uint32(0)
+			op := func() {
+				n++
+				prompt[0] = n // a new prompt every time
+				id, _, err := m.Admit(prompt, kv.Key{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Release(id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range 32 { // the whole pool cached
+				op()
+			}
+			before := m.Stats().Evictions
+			b.ReportAllocs()
+			for b.Loop() {
+				op()
+			}
+			if got := m.Stats().Evictions - before; got != uint64(16*b.N) {
+				b.Fatalf("%d evictions in %d admissions", got, b.N)
+			}
+			perBlock(b, 16)
+		})
+	}
+}
+
+// BenchmarkReleaseShared: release of a sequence whose 64 blocks another
+// sequence shares (fork, then release the fork): only reference counts
+// change.
+func BenchmarkReleaseShared(b *testing.B) {
+	m, err := kv.New(newPool(b, 128, 64))
+	if err != nil {
+		b.Fatal(err)
+	}
+	base, _, err := m.Admit(vocab(4, 64*16), kv.Key{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	warm, _ := m.Fork(base)
+	_ = m.Release(warm)
+	b.ReportAllocs()
+	for b.Loop() {
+		id, err := m.Fork(base)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Release(id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perBlock(b, 64)
+}
+
+// BenchmarkRemoteRelease: a worker releases a 64-block shared sequence with
+// one push; the owner applies it at Drain.
+func BenchmarkRemoteRelease(b *testing.B) {
+	m, err := kv.New(newPool(b, 128, 64))
+	if err != nil {
+		b.Fatal(err)
+	}
+	base, _, _ := m.Admit(vocab(5, 64*16), kv.Key{})
+	r, _ := m.NewReleaser()
+	warm, _ := m.Fork(base)
+	_ = r.Release(warm)
+	_, _ = m.Drain()
+	b.ReportAllocs()
+	for b.Loop() {
+		id, _ := m.Fork(base)
+		if err := r.Release(id); err != nil {
+			b.Fatal(err)
+		}
+		if n, err := m.Drain(); n != 1 || err != nil {
+			b.Fatal(n, err)
+		}
+	}
+	perBlock(b, 64)
+}
+
+// BenchmarkChunkCall: what calling the pool through kv.BlockPool (an
+// interface, as the manager does, once per chunk) costs against the
+// concrete generic pool.
+func BenchmarkChunkCall(b *testing.B) {
+	p := newPool(b, 64, 64)
+	chunk := make([]pool.Handle, 64)
+	b.Run("call=concrete", func(b *testing.B) {
+		for b.Loop() {
+			_ = p.AllocChunk(chunk)
+			_ = p.FreeChunk(chunk)
+		}
+		perBlock(b, 64)
+	})
+	b.Run("call=interface", func(b *testing.B) {
+		var bp kv.BlockPool = p
+		for b.Loop() {
+			_ = bp.AllocChunk(chunk)
+			_ = bp.FreeChunk(chunk)
+		}
+		perBlock(b, 64)
+	})
+}
+
+// TestSteadyStateAllocatesNothing: once warm, the manager's paths allocate
+// nothing, events with a subscriber included.
+func TestSteadyStateAllocatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts need warm runs")
+	}
+	events := 0
+	now := time.Unix(0, 0)
+	m, err := kv.New(newPool(t, 256, 64), kv.WithTokensPerBlock(16),
+		kv.WithSubscriber(func(e *kv.Event) { events += len(e.Hashes) }),
+		kv.WithClock(func() time.Time { return now }), kv.WithWatermarks(0.9, 0.8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.NewReleaser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := vocab(6, 32*16)
+	prompt := append(append([]uint32(nil), system...), vocab(7, 100)...)
+	n := uint32(0)
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths := map[string]func(){
+		"admit hit, decode, release": func() {
+			id, _, err := m.Admit(prompt, kv.Key{})
+			must(err)
+			for range 20 {
+				must(m.Append(id, []uint32{1}))
+			}
+			must(m.Release(id))
+		},
+		"admit evicting": func() {
+			n++
+			prompt[len(prompt)-50] = n
+			id, _, err := m.Admit(prompt[len(prompt)-64:], kv.Key{Salt: "x"})
+			must(err)
+			must(m.Release(id))
+		},
+		"fork, copy-on-write, release": func() {
+			id, _, err := m.Admit(prompt, kv.Key{})
+			must(err)
+			f, err := m.Fork(id)
+			must(err)
+			must(m.Append(f, []uint32{2, 3}))
+			must(m.Append(id, []uint32{4}))
+			must(m.Release(f))
+			must(m.Release(id))
+		},
+		"remote release and drain": func() {
+			id, _, err := m.Admit(prompt, kv.Key{})
+			must(err)
+			must(r.Release(id))
+			_, err = m.Drain()
+			must(err)
+		},
+		"pin, priority, decay, reset": func() {
+			_, err := m.Pin(system, kv.Key{})
+			must(err)
+			id, _, err := m.Admit(prompt, kv.Key{})
+			must(err)
+			must(m.SetPriority(id, 0, 64, 60, time.Second))
+			must(m.Release(id))
+			_, err = m.Unpin(system, kv.Key{})
+			must(err)
+			now = now.Add(2 * time.Second)
+			_, err = m.Drain()
+			must(err)
+			_, err = m.Reset()
+			must(err)
+		},
+	}
+	for name, op := range paths {
+		for range 300 { // warm: fill the cache, grow every scratch slice
+			op()
+		}
+		if a := testing.AllocsPerRun(100, op); a != 0 {
+			t.Errorf("%s: %v allocs per run, want 0", name, a)
+		}
+	}
+	if events == 0 {
+		t.Fatal("no events were delivered")
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,48 @@
+// Package kv manages the KV-cache blocks of an LLM serving engine on top of
+// a locus pool: sequences and their block tables, blocks shared by
+// reference count, fork and copy-on-write, and a prefix cache that lets
+// requests with a common prefix (a system prompt, a conversation's earlier
+// turns) hold its blocks once.
+//
+// The pool stays the block engine (memory, generation-checked handles,
+// remote frees); a Manager decides which sequence holds which block.
+// Table is the simpler block table of a sequence that shares nothing.
+//
+// # The prefix cache
+//
+// A full block is identified by a chained hash of its parent block's hash,
+// its token ids and the request's Key (adapter and salt); see Hasher.
+// Admit finds the longest cached prefix of a prompt and reuses those blocks;
+// a released full block stays cached and evictable, least recently used
+// first within the lowest retention Priority, until an allocation needs it
+// (and, with WithWatermarks, between a high and a low watermark at Drain).
+// Pins keep a prefix resident; their share of the pool is capped.
+//
+// # Compatibility with vLLM and its routers
+//
+// The default hash is vLLM's "sha256_cbor": SHA-256 over the canonical CBOR
+// encoding of (parent, token ids, extra keys), chained from the hash of a
+// seed, with the adapter name and the cache salt as vLLM's extra keys. A
+// manager configured WithHash(SHA256CBOR, s) computes the same block hashes
+// as a vLLM engine run with --prefix-caching-hash-algo sha256_cbor and
+// PYTHONHASHSEED=s, for text-only requests; XXH3CBOR matches
+// "xxhash_cbor". The cache events (Event) carry what vLLM's BlockStored,
+// BlockRemoved and AllBlocksCleared carry, so a publisher can speak vLLM's
+// KV event protocol to routers such as llm-d's KV-cache indexer.
+//
+// # Ownership
+//
+// Like a pool, a Manager has one owner goroutine; reference counts and the
+// cache index are plain owner state. Workers release finished sequences
+// through a Releaser with one push each; the owner applies the releases at
+// Drain, once per step. Sequence ids are generation-checked like pool
+// handles, so a sequence released twice, or by two workers, is rejected
+// without dropping anyone else's references.
+//
+// # Accounting
+//
+// Every block is free, cached or in use, and Free + Cached + InUse ==
+// Capacity in every Stats (pinned blocks count within InUse). Built with
+// -race or -tags locus_invariants, the manager checks its whole state
+// against that identity at every Stats and Drain.
+package kv

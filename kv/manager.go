@@ -1,0 +1,951 @@
+package kv
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/typednil"
+	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/transport/mailbox"
+)
+
+// BlockPool is what a Manager needs of a block pool: every
+// *pool.Pool[B, T, P] is one. The manager calls it once per request (a
+// chunk of blocks), never per block, so the indirect call costs little;
+// copy-on-write calls Bytes twice per copied block.
+//
+// The manager owns the pool's blocks: allocate from the pool only through
+// the manager while the manager is open.
+type BlockPool interface {
+	AllocChunk(dst []pool.Handle) error
+	FreeChunk(chunk []pool.Handle) error
+	Bytes(h pool.Handle) ([]byte, error)
+	Capacity() int
+}
+
+// Manager manages the KV blocks of a pool for sequences that share them:
+// block tables, reference counts, fork, copy-on-write, a prefix cache of
+// full blocks with LRU eviction by priority, pinning and cache events.
+//
+// # Ownership
+//
+// A Manager has one owner goroutine, the scheduler: every method but
+// NewReleaser and Snapshot must be called by one goroutine at a time.
+// Reference counts and the cache index are owner-only state and need no
+// atomics. Workers release finished sequences through their own Releaser
+// (one push); the owner applies those releases when it calls Drain, once
+// per scheduling step. Snapshot may be called from any goroutine (a
+// metrics scraper).
+//
+// # Blocks
+//
+// A sequence holds ceil(tokens/TokensPerBlock) blocks. Admit reuses the
+// longest cached prefix of the prompt and allocates the rest; Append grows
+// a sequence; both are all or nothing: they count the free blocks and the
+// cached blocks they may evict, and fail with pool.ErrExhausted before
+// changing anything when those are too few. Fork shares every block of a
+// sequence; a shared partial last block is copied (copy-on-write) before
+// either holder appends to it. Release drops one reference per block; a
+// block returns to the pool when its last reference goes, unless it is
+// full: a full block stays in the prefix cache, evictable, until an
+// allocation needs it (or the watermarks or Reset drop it).
+//
+// A block is full, and cached, when its last token is appended; its KV must
+// be written before any later admission reads it, which a scheduler that
+// computes a step's KV before admitting the next step's requests ensures.
+//
+// The zero Manager is not usable (its calls fail with pool.ErrClosed);
+// make one with New. A Manager must not be copied.
+type Manager struct {
+	_   noCopy
+	id  uint32
+	p   BlockPool
+	cfg config
+	bs  int
+
+	hasher *Hasher
+	blocks []blockMeta // by pool block index
+	index  map[Hash]int32
+	order  order
+	decays decays
+
+	held           int // blocks whose handles the manager holds
+	inUse          int // held by a sequence or a pin
+	pinned         int
+	listed         int // on the eviction order
+	listedUnhashed int // of listed, those without a hash (they count as free)
+	maxPinned      int
+
+	seqs     []seq
+	freeSeqs []uint32
+	live     int
+
+	// Scratch of one call, kept so that steady state allocates nothing.
+	hashes []Hash
+	hits   []int32
+	fresh  []pool.Handle
+	toFree []pool.Handle
+
+	// Events being built (only with a subscriber).
+	event       Event
+	removed     []Hash
+	storedHash  []Hash
+	storedToken []uint32
+
+	st    Stats
+	rejN  int
+	rejID SeqID
+
+	rel      *mailbox.Transport
+	sink     *pool.Sink
+	isClosed atomic.Bool // read by releasers
+	closed   bool
+	final    Stats
+
+	checkRefs []int32 // invariant builds: scratch of check
+
+	pubMu sync.Mutex
+	pub   Stats
+}
+
+type blockMeta struct {
+	h          pool.Handle // valid while held
+	hash       Hash        // non-zero while the block is in the prefix cache
+	expiry     int64       // UnixNano at which prio decays, when heap >= 0
+	ref        int32
+	pins       int32
+	prev, next int32 // eviction order links, while listed
+	heap       int32 // position in decays, -1 when prio does not decay
+	prio       Priority
+	held       bool
+	listed     bool
+}
+
+type seq struct {
+	gen     uint64 // odd while live
+	blocks  []pool.Handle
+	tokens  int
+	key     Key
+	last    Hash     // hash of the last full block: the next block's parent
+	partial []uint32 // tokens of the partial last block
+}
+
+var lastManagerID atomic.Uint32
+
+var errZeroManager = fmt.Errorf("%w: zero kv.Manager; make it with kv.New", pool.ErrClosed)
+
+const maxInt = int(^uint(0) >> 1)
+
+// New returns a manager of every block of p. p must not have blocks
+// allocated: the manager assumes it holds all of them. New fails with an
+// error wrapping pool.ErrInvalidConfig for a nil or empty pool or an
+// invalid option.
+func New(p BlockPool, opts ...Option) (*Manager, error) {
+	if typednil.Is(p) {
+		return nil, fmt.Errorf("kv: %w: nil pool", pool.ErrInvalidConfig)
+	}
+	cfg := defaults()
+	for _, o := range opts {
+		if typednil.Is(o) {
+			return nil, fmt.Errorf("kv: %w: nil option", pool.ErrInvalidConfig)
+		}
+		o.apply(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := p.Capacity()
+	if n <= 0 || n > pool.MaxBlocks {
+		return nil, fmt.Errorf("kv: %w: pool of %d blocks", pool.ErrInvalidConfig, n)
+	}
+	hasher, err := NewHasher(cfg.algo, cfg.seed)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{p: p, cfg: cfg, bs: cfg.tokensPerBlock, hasher: hasher}
+	for m.id == 0 {
+		m.id = lastManagerID.Add(1)
+	}
+	m.blocks = make([]blockMeta, n)
+	for i := range m.blocks {
+		m.blocks[i] = blockMeta{prev: -1, next: -1, heap: -1, prio: DefaultPriority}
+	}
+	m.index = make(map[Hash]int32, n)
+	m.order.init()
+	m.decays.m = m
+	m.maxPinned = int(cfg.maxPinned * float64(n))
+	m.rel = mailbox.New()
+	m.sink = pool.NewSink(m.applyReleases)
+	m.event.BlockSize = m.bs
+	if invariants.Enabled {
+		m.checkRefs = make([]int32, n)
+	}
+	m.st.Capacity, m.st.TokensPerBlock = n, m.bs
+	m.publish(m.Stats())
+	return m, nil
+}
+
+// TokensPerBlock returns how many tokens a block holds.
+func (m *Manager) TokensPerBlock() int { return m.bs }
+
+// Hasher returns a new Hasher that computes the manager's block hashes.
+func (m *Manager) Hasher() *Hasher {
+	h, _ := NewHasher(m.cfg.algo, m.cfg.seed)
+	return h
+}
+
+func (m *Manager) usable() error {
+	switch {
+	case m.id == 0:
+		return errZeroManager
+	case m.closed:
+		return pool.ErrClosed
+	}
+	return nil
+}
+
+// Admit starts a sequence of prompt tokens and returns its id and how many
+// of its first tokens the prefix cache already holds: their KV needs no
+// computing. It reuses the longest cached prefix, in whole blocks, but
+// never the block holding the last prompt token, which the engine computes
+// again to sample from (as vLLM does), and allocates the other blocks.
+// Blocks that become full enter the prefix cache.
+//
+// Admit is all or nothing: if the free blocks and the cached blocks it may
+// evict cannot cover the blocks it must allocate, it changes nothing and
+// returns pool.ErrExhausted (counted in Stats.Exhausted). An empty prompt
+// makes an empty sequence.
+func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
+	if err := m.usable(); err != nil {
+		return SeqID{}, 0, err
+	}
+	bs := m.bs
+	n := len(tokens)
+	nblocks := n/bs + min(n%bs, 1)
+	if nblocks > len(m.blocks) {
+		m.st.Exhausted++
+		return SeqID{}, 0, pool.ErrExhausted
+	}
+	full := n / bs
+	maxHit := 0
+	if n > 0 {
+		maxHit = (n - 1) / bs
+	}
+	m.hashes, m.hits = m.hashes[:0], m.hits[:0]
+	listedHits := 0
+	var parent Hash
+	for i := range full {
+		h := m.hasher.Block(parent, tokens[i*bs:(i+1)*bs], key)
+		m.hashes = append(m.hashes, h)
+		parent = h
+		if len(m.hits) == i && i < maxHit {
+			if bi, ok := m.index[h]; ok {
+				m.hits = append(m.hits, bi)
+				if m.blocks[bi].listed {
+					listedHits++
+				}
+			}
+		}
+	}
+	hits := len(m.hits)
+	need := nblocks - hits
+	m.decay()
+	if need > len(m.blocks)-m.held+m.listed-listedHits {
+		m.st.Exhausted++
+		return SeqID{}, 0, pool.ErrExhausted
+	}
+	fresh, fromPool, err := m.allocate(need)
+	if err != nil {
+		return SeqID{}, 0, err
+	}
+	id, si := m.newSeq()
+	s := &m.seqs[si]
+	s.key = key
+	for _, bi := range m.hits {
+		m.acquire(bi)
+		s.blocks = append(s.blocks, m.blocks[bi].h)
+	}
+	m.evictInto(fresh[fromPool:])
+	m.flushRemoved()
+	for _, h := range fresh {
+		m.own(h)
+		s.blocks = append(s.blocks, h)
+	}
+	s.tokens = n
+	if hits > 0 {
+		s.last = m.hashes[hits-1]
+	}
+	for i := hits; i < full; i++ {
+		m.complete(s, i, m.hashes[i], tokens[i*bs:(i+1)*bs])
+	}
+	m.flushStored(s.key)
+	s.partial = append(s.partial, tokens[full*bs:]...)
+	m.st.QueryTokens += uint64(n)
+	m.st.HitTokens += uint64(hits * bs)
+	m.st.QueryBlocks += uint64(full)
+	m.st.HitBlocks += uint64(hits)
+	return id, hits * bs, nil
+}
+
+// Append grows a live sequence by tokens: a decode step, or the next chunk
+// of a chunked prefill. If the sequence's partial last block is shared
+// (after Fork), Append first copies it into a fresh block (copy-on-write),
+// so that the sequence writes only blocks it holds alone. Blocks that
+// become full enter the prefix cache. Like Admit it is all or nothing and
+// fails with pool.ErrExhausted when the free and evictable blocks are too
+// few for the new blocks and the copy.
+func (m *Manager) Append(id SeqID, tokens []uint32) error {
+	si, err := m.lookup(id)
+	if err != nil {
+		return err
+	}
+	if len(tokens) == 0 {
+		return nil
+	}
+	s := &m.seqs[si]
+	bs := m.bs
+	if len(tokens) > maxInt-s.tokens {
+		return fmt.Errorf("kv: %w: append %d tokens to %d", pool.ErrInvalidArgument, len(tokens), s.tokens)
+	}
+	n := s.tokens + len(tokens)
+	nblocks := n/bs + min(n%bs, 1)
+	if nblocks > len(m.blocks) {
+		m.st.Exhausted++
+		return pool.ErrExhausted
+	}
+	need := nblocks - len(s.blocks)
+	cow := s.tokens%bs != 0 && m.blocks[s.blocks[len(s.blocks)-1].Index()].ref > 1
+	if cow {
+		need++
+	}
+	m.decay()
+	if need > len(m.blocks)-m.held+m.listed {
+		m.st.Exhausted++
+		return pool.ErrExhausted
+	}
+	fresh, fromPool, err := m.allocate(need)
+	if err != nil {
+		return err
+	}
+	m.evictInto(fresh[fromPool:])
+	m.flushRemoved()
+	for _, h := range fresh {
+		m.own(h)
+	}
+	if cow {
+		last := len(s.blocks) - 1
+		if err := m.copyBlock(fresh[0], s.blocks[last]); err != nil {
+			return err // a pool that refuses its own live handles: not reachable
+		}
+		m.blocks[s.blocks[last].Index()].ref-- // still held by the other sharers
+		s.blocks[last] = fresh[0]
+		fresh = fresh[1:]
+		m.st.CopyOnWrite++
+	}
+	s.blocks = append(s.blocks, fresh...)
+	next := s.tokens / bs // the block the next token goes to
+	rest := tokens
+	if p := len(s.partial); p > 0 {
+		k := min(bs-p, len(rest))
+		s.partial = append(s.partial, rest[:k]...)
+		rest = rest[k:]
+		if len(s.partial) == bs {
+			m.complete(s, next, m.hasher.Block(s.last, s.partial, s.key), s.partial)
+			s.partial = s.partial[:0]
+			next++
+		}
+	}
+	for ; len(rest) >= bs; rest = rest[bs:] {
+		m.complete(s, next, m.hasher.Block(s.last, rest[:bs], s.key), rest[:bs])
+		next++
+	}
+	s.partial = append(s.partial, rest...)
+	s.tokens = n
+	m.flushStored(s.key)
+	return nil
+}
+
+// complete records that block i of s is full with hash h, caching it
+// unless an equal block is cached already (then it stays private and is
+// freed, not cached, when released).
+func (m *Manager) complete(s *seq, i int, h Hash, tokens []uint32) {
+	parent := s.last
+	s.last = h
+	bi := int32(s.blocks[i].Index())
+	if _, dup := m.index[h]; dup {
+		m.flushStored(s.key) // the run of stored blocks breaks here
+		return
+	}
+	m.index[h] = bi
+	m.blocks[bi].hash = h
+	m.st.Stored++
+	if m.cfg.subscriber != nil {
+		if len(m.storedHash) == 0 {
+			m.event.Parent = parent
+		}
+		m.storedHash = append(m.storedHash, h)
+		m.storedToken = append(m.storedToken, tokens...)
+	}
+}
+
+// allocate takes need blocks: as many as the pool has free (the only step
+// that can fail, done before anything changes), the rest to be evicted by
+// evictInto. It returns the scratch slice of need handles and how many came
+// from the pool.
+func (m *Manager) allocate(need int) ([]pool.Handle, int, error) {
+	if cap(m.fresh) < need {
+		m.fresh = make([]pool.Handle, need)
+	}
+	fresh := m.fresh[:need]
+	k := min(need, len(m.blocks)-m.held)
+	if k > 0 {
+		if err := m.p.AllocChunk(fresh[:k]); err != nil {
+			return nil, 0, err
+		}
+		for _, h := range fresh[:k] {
+			b := &m.blocks[h.Index()]
+			b.h, b.held = h, true
+		}
+		m.held += k
+	}
+	return fresh, k, nil
+}
+
+// evictInto fills dst with evicted blocks, lowest priority and least
+// recently released first. The caller has counted that enough are listed.
+func (m *Manager) evictInto(dst []pool.Handle) {
+	for k := range dst {
+		i := m.victim()
+		m.evict(i)
+		dst[k] = m.blocks[i].h
+	}
+}
+
+// evict takes listed block i out of the eviction order and the cache; the
+// manager still holds it.
+func (m *Manager) evict(i int32) {
+	m.unlink(i)
+	b := &m.blocks[i]
+	if !b.hash.IsZero() {
+		delete(m.index, b.hash)
+		if m.cfg.subscriber != nil {
+			m.removed = append(m.removed, b.hash)
+		}
+		b.hash = Hash{}
+		m.st.Evictions++
+	}
+	m.keep(i)
+	b.prio = DefaultPriority
+}
+
+// own gives a fresh block to its first holder.
+func (m *Manager) own(h pool.Handle) {
+	m.blocks[h.Index()].ref = 1
+	m.inUse++
+}
+
+// acquire adds a reference to cached or held block i.
+func (m *Manager) acquire(i int32) {
+	b := &m.blocks[i]
+	if b.ref == 0 && b.pins == 0 {
+		m.unlink(i)
+		m.inUse++
+	}
+	b.ref++
+}
+
+// drop removes a reference from block i. A block nobody holds any more
+// stays cached if it has a hash, else joins the eviction order
+// (QueueFreedBehindCached) or is queued in m.toFree for the pool.
+func (m *Manager) drop(i int32) {
+	b := &m.blocks[i]
+	b.ref--
+	if b.ref > 0 || b.pins > 0 {
+		return
+	}
+	m.inUse--
+	if !b.hash.IsZero() || m.cfg.freed == QueueFreedBehindCached {
+		m.push(i)
+		return
+	}
+	m.release(i)
+}
+
+// release gives held, unlisted block i back to the pool (through m.toFree).
+func (m *Manager) release(i int32) {
+	b := &m.blocks[i]
+	m.keep(i)
+	b.prio = DefaultPriority
+	b.held = false
+	m.held--
+	m.toFree = append(m.toFree, b.h)
+}
+
+// flushFree returns the blocks queued by release to the pool, in one chunk.
+func (m *Manager) flushFree() error {
+	if len(m.toFree) == 0 {
+		return nil
+	}
+	err := m.p.FreeChunk(m.toFree)
+	clear(m.toFree)
+	m.toFree = m.toFree[:0]
+	if err != nil {
+		return fmt.Errorf("kv: the pool refused blocks the manager held: %w", err)
+	}
+	return nil
+}
+
+func (m *Manager) copyBlock(dst, src pool.Handle) error {
+	d, err := m.p.Bytes(dst)
+	if err != nil {
+		return err
+	}
+	s, err := m.p.Bytes(src)
+	if err != nil {
+		return err
+	}
+	copy(d, s)
+	return nil
+}
+
+// newSeq takes a sequence slot and returns its id and index.
+func (m *Manager) newSeq() (SeqID, uint32) {
+	var si uint32
+	if k := len(m.freeSeqs); k > 0 {
+		si = m.freeSeqs[k-1]
+		m.freeSeqs = m.freeSeqs[:k-1]
+	} else {
+		si = uint32(len(m.seqs))
+		m.seqs = append(m.seqs, seq{})
+	}
+	s := &m.seqs[si]
+	s.gen++
+	m.live++
+	return SeqID{gen: s.gen, idx: si, mgr: m.id}, si
+}
+
+// lookup validates id and returns its slot.
+func (m *Manager) lookup(id SeqID) (uint32, error) {
+	if err := m.usable(); err != nil {
+		return 0, err
+	}
+	if id.mgr != m.id || id.idx >= uint32(len(m.seqs)) || id.gen&1 == 0 || m.seqs[id.idx].gen != id.gen {
+		return 0, ErrInvalidSequence
+	}
+	return id.idx, nil
+}
+
+// Fork returns a new sequence that shares every block of id: each block's
+// reference count goes up by one and nothing is allocated. The two
+// sequences diverge as they append; a shared partial last block is copied
+// at the first append (copy-on-write).
+func (m *Manager) Fork(id SeqID) (SeqID, error) {
+	si, err := m.lookup(id)
+	if err != nil {
+		return SeqID{}, err
+	}
+	nid, ni := m.newSeq() // may move m.seqs: index, don't keep pointers
+	s, ns := &m.seqs[si], &m.seqs[ni]
+	ns.blocks = append(ns.blocks, s.blocks...)
+	for _, h := range s.blocks {
+		m.blocks[h.Index()].ref++
+	}
+	ns.tokens, ns.key, ns.last = s.tokens, s.key, s.last
+	ns.partial = append(ns.partial, s.partial...)
+	m.st.Forks++
+	return nid, nil
+}
+
+// Release ends a sequence on the owner: it drops one reference of each of
+// its blocks, last block first, so that the end of a cached chain is
+// evicted before its start. A stale id (a second release) or one of another
+// manager fails with ErrInvalidSequence and changes nothing but
+// Stats.RejectedReleases.
+func (m *Manager) Release(id SeqID) error {
+	si, err := m.lookup(id)
+	if err != nil {
+		if err == ErrInvalidSequence {
+			m.st.RejectedReleases++
+		}
+		return err
+	}
+	m.releaseSeq(si)
+	return m.flushFree()
+}
+
+func (m *Manager) releaseSeq(si uint32) {
+	s := &m.seqs[si]
+	for k := len(s.blocks) - 1; k >= 0; k-- {
+		m.drop(int32(s.blocks[k].Index()))
+	}
+	clear(s.blocks)
+	s.blocks = s.blocks[:0]
+	s.partial = s.partial[:0]
+	s.tokens, s.key, s.last = 0, Key{}, Hash{}
+	s.gen++
+	m.freeSeqs = append(m.freeSeqs, si)
+	m.live--
+	m.st.Releases++
+}
+
+// Tokens returns a live sequence's length in tokens.
+func (m *Manager) Tokens(id SeqID) (int, error) {
+	si, err := m.lookup(id)
+	if err != nil {
+		return 0, err
+	}
+	return m.seqs[si].tokens, nil
+}
+
+// Blocks returns a live sequence's block table: its blocks in token order.
+// The slice is the manager's: read it before the next call that changes the
+// sequence, and do not change it.
+func (m *Manager) Blocks(id SeqID) ([]pool.Handle, error) {
+	si, err := m.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	return m.seqs[si].blocks, nil
+}
+
+// Block returns the block that holds token i of a live sequence, 0 <= i <
+// Tokens; the pool's Bytes gives its memory. A token outside the sequence
+// fails with pool.ErrInvalidArgument.
+func (m *Manager) Block(id SeqID, i int) (pool.Handle, error) {
+	si, err := m.lookup(id)
+	if err != nil {
+		return pool.Handle{}, err
+	}
+	s := &m.seqs[si]
+	if i < 0 || i >= s.tokens {
+		return pool.Handle{}, fmt.Errorf("kv: %w: token %d of %d", pool.ErrInvalidArgument, i, s.tokens)
+	}
+	return s.blocks[i/m.bs], nil
+}
+
+// SetPriority sets the retention priority of the blocks of a live sequence
+// that hold tokens from to to-1: when they are cached and blocks must be
+// evicted, lower priorities go first. A positive duration makes the
+// priority decay to DefaultPriority once it has passed (checked when an
+// allocation evicts and at Drain); 0 keeps it. A block keeps its priority
+// while it stays cached and gets DefaultPriority back when it is evicted or
+// freed. Blocks shared by several sequences take the latest priority set.
+func (m *Manager) SetPriority(id SeqID, from, to int, p Priority, d time.Duration) error {
+	si, err := m.lookup(id)
+	if err != nil {
+		return err
+	}
+	s := &m.seqs[si]
+	if p > MaxPriority || from < 0 || from > to || to > s.tokens || d < 0 {
+		return fmt.Errorf("kv: %w: priority %d for tokens [%d, %d) of %d, duration %v",
+			pool.ErrInvalidArgument, p, from, to, s.tokens, d)
+	}
+	if from == to {
+		return nil
+	}
+	var at int64
+	if d > 0 {
+		at = m.cfg.clock().Add(d).UnixNano()
+	}
+	for k := from / m.bs; k <= (to-1)/m.bs; k++ {
+		i := int32(s.blocks[k].Index())
+		m.setPriority(i, p)
+		if d > 0 {
+			m.expire(i, at)
+		} else {
+			m.keep(i)
+		}
+	}
+	return nil
+}
+
+// Pin keeps the cached blocks of the longest cached prefix of tokens (full
+// blocks, computed with key) out of eviction until Unpin, even when no
+// sequence holds them: a system prompt that should stay resident. It
+// returns how many blocks the prefix has. Pins count: a block pinned twice
+// needs two Unpins. Pinned blocks count as in use. Pinning fails with
+// ErrPinLimit, and pins nothing, if it would take the pinned blocks past
+// the share set by WithMaxPinned.
+func (m *Manager) Pin(tokens []uint32, key Key) (int, error) {
+	if err := m.usable(); err != nil {
+		return 0, err
+	}
+	m.cachedPrefix(tokens, key)
+	added := 0
+	for _, bi := range m.hits {
+		if m.blocks[bi].pins == 0 {
+			added++
+		}
+	}
+	if m.pinned+added > m.maxPinned {
+		return 0, ErrPinLimit
+	}
+	for _, bi := range m.hits {
+		b := &m.blocks[bi]
+		if b.pins == 0 {
+			m.pinned++
+			if b.ref == 0 {
+				m.unlink(bi)
+				m.inUse++
+			}
+		}
+		b.pins++
+	}
+	return len(m.hits), nil
+}
+
+// Unpin removes one pin from each pinned block of the longest cached prefix
+// of tokens and returns how many blocks it unpinned. A block without pins
+// left that no sequence holds becomes evictable again.
+func (m *Manager) Unpin(tokens []uint32, key Key) (int, error) {
+	if err := m.usable(); err != nil {
+		return 0, err
+	}
+	m.cachedPrefix(tokens, key)
+	n := 0
+	for _, bi := range m.hits {
+		b := &m.blocks[bi]
+		if b.pins == 0 {
+			continue
+		}
+		n++
+		b.pins--
+		if b.pins == 0 {
+			m.pinned--
+			if b.ref == 0 {
+				m.inUse--
+				m.push(bi)
+			}
+		}
+	}
+	return n, nil
+}
+
+// cachedPrefix sets m.hits to the cached blocks of the longest cached prefix
+// of tokens.
+func (m *Manager) cachedPrefix(tokens []uint32, key Key) {
+	m.hits = m.hits[:0]
+	var parent Hash
+	for ; len(tokens) >= m.bs; tokens = tokens[m.bs:] {
+		parent = m.hasher.Block(parent, tokens[:m.bs], key)
+		bi, ok := m.index[parent]
+		if !ok {
+			return
+		}
+		m.hits = append(m.hits, bi)
+	}
+}
+
+// Reset drops every cached block that nobody holds (no sequence, no pin)
+// and returns how many it dropped; blocks in use stay cached. The
+// subscriber gets AllBlocksCleared when the cache is empty afterwards, else
+// BlockRemoved with the dropped hashes.
+func (m *Manager) Reset() (int, error) {
+	if err := m.usable(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for m.listed > 0 {
+		i := m.victim()
+		m.unlink(i)
+		if h := m.blocks[i].hash; !h.IsZero() {
+			n++
+			delete(m.index, h)
+			if m.cfg.subscriber != nil {
+				m.removed = append(m.removed, h)
+			}
+			m.blocks[i].hash = Hash{}
+		}
+		m.release(i)
+	}
+	m.st.Cleared += uint64(n)
+	if len(m.index) == 0 && m.cfg.subscriber != nil {
+		m.removed = m.removed[:0]
+		m.emit(AllBlocksCleared, nil)
+	}
+	m.flushRemoved()
+	return n, m.flushFree()
+}
+
+// NewReleaser returns a Releaser for one worker goroutine. It is safe to
+// call from any goroutine.
+func (m *Manager) NewReleaser() (*Releaser, error) {
+	if m.id == 0 {
+		return nil, errZeroManager
+	}
+	if m.isClosed.Load() {
+		return nil, pool.ErrClosed
+	}
+	prod, err := m.rel.NewProducer()
+	if err != nil {
+		return nil, err
+	}
+	return &Releaser{prod: prod, closed: &m.isClosed}, nil
+}
+
+// Drain is the owner's once-per-step call: it applies the releases workers
+// pushed since the last Drain, returns priorities whose duration has passed
+// to the default, evicts down to the low watermark if the high one is
+// reached (WithWatermarks), and publishes the accounting for Snapshot. It
+// returns how many sequences it released. Releases it rejects (stale,
+// doubled, foreign) are counted in Stats.RejectedReleases and reported in
+// an error matching ErrInvalidSequence; the others are applied all the same.
+func (m *Manager) Drain() (int, error) {
+	if err := m.usable(); err != nil {
+		return 0, err
+	}
+	before := m.st.RemoteReleases
+	m.rel.Drain(m.sink)
+	m.decay()
+	m.watermark()
+	m.flushRemoved()
+	err := m.flushFree()
+	if err == nil && m.rejN > 0 {
+		err = fmt.Errorf("%w: %v (%d release(s) rejected)", ErrInvalidSequence, m.rejID, m.rejN)
+	}
+	m.rejN, m.rejID = 0, SeqID{}
+	m.publish(m.Stats())
+	return int(m.st.RemoteReleases - before), err
+}
+
+// applyReleases is the release mailbox's sink.
+func (m *Manager) applyReleases(chunk []pool.Handle) {
+	for _, h := range chunk {
+		id := seqOf(h)
+		si, err := m.lookup(id)
+		if err != nil {
+			m.st.RejectedReleases++
+			if m.rejN == 0 {
+				m.rejID = id
+			}
+			m.rejN++
+			continue
+		}
+		m.releaseSeq(si)
+		m.st.RemoteReleases++
+	}
+}
+
+// watermark evicts cached blocks to the pool while the blocks in use and
+// cached are above the low watermark, once they reached the high one.
+func (m *Manager) watermark() {
+	if m.cfg.high == 0 {
+		return
+	}
+	used := m.held - m.listedUnhashed
+	if float64(used) < m.cfg.high*float64(len(m.blocks)) {
+		return
+	}
+	low := int(m.cfg.low * float64(len(m.blocks)))
+	for used > low && m.listed > 0 {
+		i := m.victim()
+		if !m.blocks[i].hash.IsZero() {
+			used--
+			m.st.WatermarkEvictions++
+		}
+		m.evict(i)
+		m.release(i)
+	}
+}
+
+func (m *Manager) flushRemoved() {
+	if len(m.removed) == 0 {
+		return
+	}
+	m.emit(BlockRemoved, m.removed)
+	clear(m.removed)
+	m.removed = m.removed[:0]
+}
+
+func (m *Manager) flushStored(key Key) {
+	if len(m.storedHash) == 0 {
+		return
+	}
+	m.event.Tokens = m.storedToken
+	m.event.Key = key
+	m.emit(BlockStored, m.storedHash)
+	m.event.Tokens, m.event.Key = nil, Key{}
+	clear(m.storedHash)
+	m.storedHash = m.storedHash[:0]
+	m.storedToken = m.storedToken[:0]
+}
+
+func (m *Manager) emit(kind EventKind, hashes []Hash) {
+	m.event.Kind, m.event.Hashes = kind, hashes
+	m.cfg.subscriber(&m.event)
+	m.event.Hashes, m.event.Parent = nil, Hash{}
+}
+
+// Stats returns the accounting as it is now; after Close, as it stood at
+// Close. Only the owner may call it; it also publishes what it returns for
+// Snapshot. In invariant builds (-race, -tags locus_invariants) it first
+// checks the manager's whole state and panics if it is inconsistent.
+func (m *Manager) Stats() Stats {
+	if m.closed {
+		return m.final
+	}
+	if invariants.Enabled && m.id != 0 {
+		if err := m.check(); err != nil {
+			panic("kv: invariant violated: " + err.Error())
+		}
+	}
+	st := m.st
+	st.Free = len(m.blocks) - m.held + m.listedUnhashed
+	st.Cached = m.listed - m.listedUnhashed
+	st.InUse = m.inUse
+	st.Pinned = m.pinned
+	st.Sequences = m.live
+	if m.id != 0 {
+		m.publish(st)
+	}
+	return st
+}
+
+// Snapshot returns the accounting as the owner last published it (at New,
+// Drain, Stats or Close). It is safe to call from any goroutine,
+// concurrently with the owner; the identities of Stats hold within one
+// snapshot.
+func (m *Manager) Snapshot() Stats {
+	m.pubMu.Lock()
+	defer m.pubMu.Unlock()
+	return m.pub
+}
+
+func (m *Manager) publish(st Stats) {
+	m.pubMu.Lock()
+	m.pub = st
+	m.pubMu.Unlock()
+}
+
+// Close returns every block the manager holds to the pool, live sequences'
+// included, and stops its releasers. Later calls fail with pool.ErrClosed.
+// The pool stays open: it is the caller's.
+func (m *Manager) Close() error {
+	if err := m.usable(); err != nil {
+		return err
+	}
+	m.isClosed.Store(true)
+	m.rel.Drain(m.sink) // what workers released before counts
+	m.final = m.Stats()
+	for i := range m.blocks {
+		if m.blocks[i].held {
+			m.blocks[i].held = false
+			m.toFree = append(m.toFree, m.blocks[i].h)
+		}
+	}
+	m.held = 0
+	err := m.flushFree()
+	m.closed = true
+	m.blocks, m.index, m.seqs = nil, nil, nil
+	m.publish(m.final)
+	return err
+}
+
+// noCopy lets go vet's copylocks check flag copies of a Manager.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}

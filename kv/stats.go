@@ -1,0 +1,45 @@
+package kv
+
+// Stats is a snapshot of a Manager's accounting. Every block of the pool is
+// in exactly one of three states:
+//
+//	Free + Cached + InUse == Capacity
+//
+// Free blocks hold nothing (a freed block without a hash that
+// QueueFreedBehindCached keeps in the eviction order counts as free);
+// Cached blocks are full blocks in the prefix cache that no sequence holds
+// and that eviction may reclaim; InUse blocks are held by a sequence or a
+// pin. Pinned counts the pinned blocks, within InUse.
+//
+// Manager.Stats returns the counts as they are now, to the owner;
+// Manager.Snapshot returns them as the owner last published them, to any
+// goroutine.
+type Stats struct {
+	Capacity       int // blocks in the pool
+	TokensPerBlock int
+
+	Free   int
+	Cached int
+	InUse  int
+	Pinned int
+
+	Sequences int // live sequences
+
+	// Prefix cache lookups by admissions: tokens and full blocks asked
+	// for, and those found cached. HitTokens/QueryTokens is the prefix hit
+	// rate.
+	QueryTokens, HitTokens uint64
+	QueryBlocks, HitBlocks uint64
+
+	Stored             uint64 // blocks added to the prefix cache
+	Evictions          uint64 // cached blocks evicted, lazily or by the watermarks
+	WatermarkEvictions uint64 // of Evictions, those the watermarks started
+	Cleared            uint64 // cached blocks dropped by Reset
+	CopyOnWrite        uint64 // shared partial blocks copied before an append
+	Exhausted          uint64 // admissions and appends refused for lack of blocks
+
+	Forks            uint64
+	Releases         uint64 // sequences released, locally or remotely
+	RemoteReleases   uint64 // of Releases, those released through a Releaser
+	RejectedReleases uint64 // releases refused: zero, foreign, stale or double
+}
