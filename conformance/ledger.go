@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/locus-go/locus/pool"
 )
@@ -24,7 +25,6 @@ type ledger struct {
 	strays []pool.Handle   // delivered, planned by no producer
 	poison map[pool.Handle]bool
 	n      int // handles delivered
-	puts   int // sink.Put calls
 	sink   *pool.Sink
 }
 
@@ -36,7 +36,6 @@ func newLedger(src *handleSource, producers int) *ledger {
 		poison: map[pool.Handle]bool{},
 	}
 	l.sink = pool.NewSink(func(chunk []pool.Handle) {
-		l.puts++
 		l.n += len(chunk)
 		for _, h := range chunk {
 			if p, ok := l.src.owner[h]; ok && p < len(l.got) {
@@ -87,6 +86,15 @@ func (l *ledger) drainDry(ctx context.Context, tr pool.Transport) error {
 		}
 	}
 	return nil
+}
+
+// settle drains until nothing more comes (see drainDry) and checks the
+// delivery (see verdict).
+func (l *ledger) settle(ctx context.Context, tr pool.Transport) error {
+	if err := l.drainDry(ctx, tr); err != nil {
+		return err
+	}
+	return l.verdict()
 }
 
 // verdict compares what was delivered with what was sent: every handle
@@ -198,6 +206,7 @@ type exchange struct {
 
 func (e *exchange) run(ctx context.Context) error {
 	var c crew
+	var sent atomic.Int64 // handles sent, for reports while producers run
 	// start runs producer p, with prod if the owner made it already, from
 	// chunk skip of its plan on.
 	start := func(p int, prod pool.Producer, skip int) {
@@ -219,6 +228,7 @@ func (e *exchange) run(ctx context.Context) error {
 					return violationf(ErrContract, "producer %d: send of chunk %d (%d handles): %v", p, i, len(chunk), err)
 				}
 				e.l.sent[p] = append(e.l.sent[p], chunk...)
+				sent.Add(int64(len(chunk)))
 			}
 			if e.retire {
 				if err := prod.Close(); err != nil {
@@ -282,7 +292,7 @@ func (e *exchange) run(ctx context.Context) error {
 		if got > 0 {
 			b.reset()
 		} else if !b.wait(ctx) {
-			return c.stopped(fmt.Sprintf("of %d producers (%d of %d handles delivered so far) were", len(e.plans), e.l.n, e.l.sentTotal()))
+			return c.stopped(fmt.Sprintf("of %d producers (%d of %d handles delivered so far) were", len(e.plans), e.l.n, sent.Load()))
 		}
 	}
 	if err := c.wait(ctx, "producers"); err != nil {

@@ -14,14 +14,14 @@ import (
 )
 
 // caseTimeout is the watchdog of one case: a case still running after it is
-// deadlocked in a call into the component. The suite's own tests shorten it
-// (most of them run in a testing/synctest bubble, where it passes at once
-// when every goroutine is blocked).
-var caseTimeout = time.Minute
+// deadlocked in a call into the component. (The suite's own tests with
+// broken components run in testing/synctest bubbles, where it passes at
+// once when every goroutine is blocked.)
+const caseTimeout = time.Minute
 
 // stopGrace is how long a case stopped by its watchdog, and its helper
 // goroutines, get to return once the instance has been closed.
-var stopGrace = 5 * time.Second
+const stopGrace = 5 * time.Second
 
 // testCase is one named contract check on an instance of X.
 type testCase[X any] struct {
@@ -174,10 +174,10 @@ func (s suite[X]) runCase(c testCase[X], build func() (X, error), timeout time.D
 		}()
 		done <- c.run(r)
 	}()
-	returned := false
+	returned, stuck := false, false
 	defer func() {
 		// Also reached when a constructor ends the test with t.Fatal.
-		if !returned {
+		if !returned && !stuck {
 			cancel()
 			for _, x := range insts {
 				safely(func() { s.abort(x) })
@@ -221,6 +221,7 @@ wait:
 				found = violationf(ErrDeadlock, "did not finish within %v", timeout)
 			}
 			if !returned {
+				stuck = true
 				found = fmt.Errorf("%w; the case is still blocked in a call into the component after it was closed, and its instances were left unreleased", found)
 			}
 			break wait

@@ -36,6 +36,21 @@ func notBounded(tr pool.Transport) error {
 	return skip("%T is not a pool.BoundedTransport", tr)
 }
 
+// fillable returns the bounds of a transport whose queues a case fills
+// item by item, or why the case does not apply.
+func fillable(tr pool.Transport) (pool.Bounds, error) {
+	bd, bounded := boundsOf(tr)
+	switch {
+	case !bounded:
+		return bd, notBounded(tr)
+	case bd.Capacity <= 0 || bd.Batch <= 0:
+		return bd, skip("Bounds() = %+v is not valid (see the Bounds case)", bd)
+	case bd.Chunked && bd.Capacity > maxFilled:
+		return bd, skip("a chunk queue of %d items is too large to fill item by item", bd.Capacity)
+	}
+	return bd, nil
+}
+
 func checkBounds(r *trRun) error {
 	b, ok := r.x.(pool.BoundedTransport)
 	if !ok {
@@ -66,10 +81,7 @@ func checkBounds(r *trRun) error {
 			return violationf(ErrContract, "Bounds() after a Send and a Drain = %+v, before %+v: bounds never change", again, bd)
 		}
 	}
-	if err := l.drainDry(r.ctx, r.x); err != nil {
-		return err
-	}
-	return l.verdict()
+	return l.settle(r.ctx, r.x)
 }
 
 // fillItems fills producer p's queue through tp, item by item (or with one
@@ -80,7 +92,8 @@ func checkBounds(r *trRun) error {
 func fillItems(l *ledger, tp pool.TryProducer, p int, bd pool.Bounds, limit int) (int, error) {
 	lengths := []int{1, 3, 40, 200, 2}
 	if !bd.Chunked && bd.Capacity > maxFilled {
-		chunk := freshChunk(l.src, p, limit)
+		// One handle, many times over: a large queue needs no more.
+		chunk := slices.Repeat(freshChunk(l.src, p, 1), limit)
 		n, err := tp.TrySend(chunk)
 		if n < 0 || n > len(chunk) || (n < len(chunk)) != errors.Is(err, pool.ErrFull) {
 			return 0, violationf(ErrContract, "TrySend of %d handles = (%d, %v)", len(chunk), n, err)
@@ -114,14 +127,9 @@ func fillItems(l *ledger, tp pool.TryProducer, p int, bd pool.Bounds, limit int)
 
 func checkCapacity(r *trRun) error {
 	tr, ctx := r.x, r.ctx
-	bd, bounded := boundsOf(tr)
-	switch {
-	case !bounded:
-		return notBounded(tr)
-	case bd.Capacity <= 0 || bd.Batch <= 0:
-		return skip("Bounds() = %+v is not valid (see the Bounds case)", bd)
-	case bd.Chunked && bd.Capacity > maxFilled:
-		return skip("a chunk queue of %d items is too large to fill item by item", bd.Capacity)
+	bd, err := fillable(tr)
+	if err != nil {
+		return err
 	}
 	l := newLedger(newHandleSource(14), 3)
 	tps, err := tryProducers(tr, 3)
@@ -182,10 +190,7 @@ func checkCapacity(r *trRun) error {
 	if err := stopWorkers(ctx, &c, w); err != nil {
 		return err
 	}
-	if err := l.drainDry(ctx, tr); err != nil {
-		return err
-	}
-	if err := l.verdict(); err != nil {
+	if err := l.settle(ctx, tr); err != nil {
 		return err
 	}
 	// TrySend publishes from the front what fits, and the room is back
@@ -214,13 +219,11 @@ func checkCapacity(r *trRun) error {
 
 func checkBatch(r *trRun) error {
 	tr, ctx := r.x, r.ctx
-	bd, bounded := boundsOf(tr)
-	switch {
-	case !bounded:
-		return notBounded(tr)
-	case bd.Capacity <= 0 || bd.Batch <= 0:
-		return skip("Bounds() = %+v is not valid (see the Bounds case)", bd)
-	case bd.Capacity > maxFilled:
+	bd, err := fillable(tr)
+	if err != nil {
+		return err
+	}
+	if bd.Capacity > maxFilled {
 		return skip("a queue of %d items is too large to fill item by item", bd.Capacity)
 	}
 	queues := 1

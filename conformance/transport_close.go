@@ -158,14 +158,9 @@ func checkCloseWhileSending(r *trRun) error {
 
 func checkCloseReleases(r *trRun) error {
 	tr, ctx := r.x, r.ctx
-	bd, bounded := boundsOf(tr)
-	switch {
-	case !bounded:
-		return notBounded(tr)
-	case bd.Capacity <= 0 || bd.Batch <= 0:
-		return skip("Bounds() = %+v is not valid (see the Bounds case)", bd)
-	case bd.Chunked && bd.Capacity > maxFilled:
-		return skip("a chunk queue of %d items is too large to fill item by item", bd.Capacity)
+	bd, err := fillable(tr)
+	if err != nil {
+		return err
 	}
 	const producers = 4
 	l := newLedger(newHandleSource(18), producers)
@@ -272,10 +267,7 @@ func checkRetire(r *trRun) error {
 		return violationf(ErrContract, "another producer's Send after one retired: %v", err)
 	}
 	l.sent[1] = chunk
-	if err := l.drainDry(ctx, tr); err != nil {
-		return err
-	}
-	if err := l.verdict(); err != nil {
+	if err := l.settle(ctx, tr); err != nil {
 		return fmt.Errorf("a retired producer's pending handles: %w", err)
 	}
 	for i := range 50 {

@@ -130,10 +130,7 @@ func checkDrainEmpty(r *trRun) error {
 		return violationf(ErrContract, "Send: %v", err)
 	}
 	l.sent[0] = append(l.sent[0], chunk...)
-	if err := l.drainDry(r.ctx, tr); err != nil {
-		return err
-	}
-	if err := l.verdict(); err != nil {
+	if err := l.settle(r.ctx, tr); err != nil {
 		return err
 	}
 	for i := range 200 {
@@ -311,19 +308,26 @@ func checkChunkLengths(r *trRun) error {
 	for _, n := range chunkLengths(bd, bounded) {
 		chunk := freshChunk(src, 0, n)
 		// The owner drains during the Send only if the chunk needs it.
-		if err := give(ctx, tr, l, w, job{chunk: chunk}, !fits(bd, bounded, n)); err != nil {
-			return errors.Join(fmt.Errorf("chunk of %d handles: %w", n, err), stopWorkers(ctx, &c, w))
-		}
-		l.sent[0] = append(l.sent[0], chunk...)
-		err := l.drainDry(ctx, tr)
-		if err == nil {
-			err = l.verdict()
-		}
-		if err != nil {
-			return errors.Join(fmt.Errorf("chunk of %d handles: %w", n, err), stopWorkers(ctx, &c, w))
+		if err := sendAlone(ctx, tr, l, w, job{chunk: chunk}, chunk, !fits(bd, bounded, n)); err != nil {
+			return errors.Join(err, stopWorkers(ctx, &c, w))
 		}
 	}
 	return stopWorkers(ctx, &c, w)
+}
+
+// sendAlone has w send j's chunk, whose handles are sent (see give), then
+// drains until nothing more comes and checks that everything sent so far
+// was delivered, exactly.
+func sendAlone(ctx context.Context, tr pool.Transport, l *ledger, w *worker, j job, sent []pool.Handle, drain bool) error {
+	err := give(ctx, tr, l, w, j, drain)
+	if err == nil {
+		l.sent[0] = append(l.sent[0], sent...)
+		err = l.settle(ctx, tr)
+	}
+	if err != nil {
+		return fmt.Errorf("chunk of %d handles: %w", len(j.chunk), err)
+	}
+	return nil
 }
 
 func checkHandleValues(r *trRun) error {
@@ -367,10 +371,7 @@ func checkHandleValues(r *trRun) error {
 	if err := stopWorkers(ctx, &c, w); err != nil {
 		return err
 	}
-	if err := l.drainDry(ctx, tr); err != nil {
-		return err
-	}
-	return l.verdict()
+	return l.settle(ctx, tr)
 }
 
 func checkCopied(r *trRun) error {
@@ -403,16 +404,8 @@ func checkCopied(r *trRun) error {
 		}
 		// The worker overwrites its chunk as soon as Send returns; the
 		// owner drains only after that.
-		if err := give(ctx, tr, l, w, job{chunk: buf, after: func() { copy(buf, poison) }}, false); err != nil {
-			return errors.Join(fmt.Errorf("chunk of %d handles: %w", n, err), stopWorkers(ctx, &c, w))
-		}
-		l.sent[0] = append(l.sent[0], chunk...)
-		err := l.drainDry(ctx, tr)
-		if err == nil {
-			err = l.verdict()
-		}
-		if err != nil {
-			return errors.Join(fmt.Errorf("chunk of %d handles: %w", n, err), stopWorkers(ctx, &c, w))
+		if err := sendAlone(ctx, tr, l, w, job{chunk: buf, after: func() { copy(buf, poison) }}, chunk, false); err != nil {
+			return errors.Join(err, stopWorkers(ctx, &c, w))
 		}
 	}
 	return stopWorkers(ctx, &c, w)
@@ -450,10 +443,7 @@ func checkEmptyChunk(r *trRun) error {
 				l.drain(tr) // room for the next one in the smallest queue
 			}
 		}
-		if err := l.drainDry(ctx, tr); err != nil {
-			return err
-		}
-		if err := l.verdict(); err != nil {
+		if err := l.settle(ctx, tr); err != nil {
 			return fmt.Errorf("round %d: %w", i, err)
 		}
 	}
@@ -590,10 +580,7 @@ func checkInstances(r *trRun) error {
 		return violationf(ErrContract, "instance 0: Close: %v", err)
 	}
 	for i := 1; i < len(insts); i++ {
-		if err := ledgers[i].drainDry(ctx, insts[i]); err != nil {
-			return err
-		}
-		if err := ledgers[i].verdict(); err != nil {
+		if err := ledgers[i].settle(ctx, insts[i]); err != nil {
 			return fmt.Errorf("instance %d: %w", i, err)
 		}
 		l := newLedger(src, len(prods))
@@ -602,10 +589,7 @@ func checkInstances(r *trRun) error {
 			return violationf(ErrContract, "instance %d: Send after instance 0 was closed: %v", i, err)
 		}
 		l.sent[i*per] = chunk
-		if err := l.drainDry(ctx, insts[i]); err != nil {
-			return err
-		}
-		if err := l.verdict(); err != nil {
+		if err := l.settle(ctx, insts[i]); err != nil {
 			return fmt.Errorf("instance %d after instance 0 was closed: %w", i, err)
 		}
 	}
