@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -136,7 +137,10 @@ func checkDisjoint(r *bkRun) error {
 		insts = append(insts, b)
 	}
 	// By address: no two blocks' ranges overlap.
-	type span struct{ start, end, inst, blk int }
+	type span struct {
+		start, end uintptr
+		inst, blk  int
+	}
 	var spans []span
 	for k, b := range insts {
 		for i := range b.Len() {
@@ -144,11 +148,11 @@ func checkDisjoint(r *bkRun) error {
 			if len(blk) == 0 {
 				continue // Geometry reports it
 			}
-			start := int(reflect.ValueOf(blk).Pointer())
-			spans = append(spans, span{start, start + len(blk), k, i})
+			start := reflect.ValueOf(blk).Pointer()
+			spans = append(spans, span{start, start + uintptr(len(blk)), k, i})
 		}
 	}
-	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.start, b.start) })
 	for i := 1; i < len(spans); i++ {
 		if a, b := spans[i-1], spans[i]; b.start < a.end {
 			return violationf(ErrAliased, "block %d of instance %d and block %d of instance %d overlap in memory", a.blk, a.inst, b.blk, b.inst)

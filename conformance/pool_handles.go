@@ -321,7 +321,7 @@ func checkForeign(r *plRun) error {
 		}
 		ids[id] = k
 	}
-	for k, p := range pools {
+	for k := range pools {
 		for j, q := range pools {
 			if j != k {
 				if err := q.Free(all[k][0]); !errors.Is(err, pool.ErrForeignHandle) {
@@ -329,7 +329,6 @@ func checkForeign(r *plRun) error {
 				}
 			}
 		}
-		_ = p
 	}
 	for pass := range 2 {
 		rng := rand.New(rand.NewPCG(uint64(pass), 5))
