@@ -331,6 +331,12 @@ func brokenComponents() []brokenComponent {
 			run:  ref(unbounded, defectDropZero),
 		},
 		{
+			name: "Send hands its chunk to the sink of the last Drain",
+			want: catches(ErrContract, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "DrainEmpty", "EmptyChunk",
+				"ExactlyOnce", "Instances", "Retire").and(ErrLost, "ZeroAllocs"),
+			run: ref(unbounded, defectPutOnSend),
+		},
+		{
 			name: "a Send woken by Close partway through a chunk waits on",
 			want: catches(ErrDeadlock, "CloseReleasesBlocked"),
 			run:  ref(boundedHandle, defectCloseMidChunk),

@@ -53,20 +53,22 @@ const (
 	defect2048                   // a chunk of a multiple of 2048 handles loses its last handle
 	defectDropZero               // the zero handle marks an empty slot: it is never delivered
 	defectCloseMidChunk          // a Send that Close wakes partway through a chunk waits on
+	defectPutOnSend              // Send hands its chunk to the sink of the last Drain, at once
 )
 
 // refCore is the state of a refTransport.
 type refCore struct {
-	mu      sync.Mutex
-	room    sync.Cond // producers wait here for room
-	closed  bool
-	queues  []*refQueue // in creation order; retired and empty ones are dropped
-	shared  *refQueue   // the one queue of a shared transport
-	made    int
-	buf     []pool.Handle // a per-handle Drain's chunk
-	opens   int           // open instances sharing the core (defectGlobal)
-	lastPut int
-	phantom bool // defectPhantom delivered its handle
+	mu       sync.Mutex
+	room     sync.Cond // producers wait here for room
+	closed   bool
+	queues   []*refQueue // in creation order; retired and empty ones are dropped
+	shared   *refQueue   // the one queue of a shared transport
+	made     int
+	buf      []pool.Handle // a per-handle Drain's chunk
+	opens    int           // open instances sharing the core (defectGlobal)
+	lastPut  int
+	phantom  bool       // defectPhantom delivered its handle
+	lastSink *pool.Sink // defectPutOnSend
 }
 
 type refQueue struct {
@@ -282,6 +284,10 @@ func (p *refProducer) Send(chunk []pool.Handle) error {
 		chunk, p.held = p.held, nil
 	}
 	if !t.bounded() {
+		if t.defect == defectPutOnSend && c.lastSink != nil {
+			c.lastSink.Put(chunk)
+			return nil
+		}
 		p.q.push(chunk)
 		return nil
 	}
@@ -369,7 +375,7 @@ func (t *refTransport) Drain(sink *pool.Sink) {
 	if c.closed {
 		return
 	}
-	c.lastPut = 0
+	c.lastPut, c.lastSink = 0, sink
 	if t.defect == defectPhantom && c.made == 0 && !c.phantom {
 		c.phantom = true
 		sink.Put([]pool.Handle{{}})

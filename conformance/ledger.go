@@ -26,6 +26,10 @@ type ledger struct {
 	poison map[pool.Handle]bool
 	n      int // handles delivered
 	sink   *pool.Sink
+	// The sink is the owner's, to be called during Drain only: handles
+	// passed to it at any other time are counted, not recorded.
+	draining atomic.Bool
+	outside  atomic.Int64
 }
 
 func newLedger(src *handleSource, producers int) *ledger {
@@ -36,6 +40,10 @@ func newLedger(src *handleSource, producers int) *ledger {
 		poison: map[pool.Handle]bool{},
 	}
 	l.sink = pool.NewSink(func(chunk []pool.Handle) {
+		if !l.draining.Load() {
+			l.outside.Add(int64(len(chunk)))
+			return
+		}
 		l.n += len(chunk)
 		for _, h := range chunk {
 			if p, ok := l.src.owner[h]; ok && p < len(l.got) {
@@ -51,7 +59,9 @@ func newLedger(src *handleSource, producers int) *ledger {
 // drain drains tr once into the ledger and returns how many handles came.
 func (l *ledger) drain(tr pool.Transport) int {
 	before := l.n
+	l.draining.Store(true)
 	tr.Drain(l.sink)
+	l.draining.Store(false)
 	return l.n - before
 }
 
@@ -100,6 +110,9 @@ func (l *ledger) settle(ctx context.Context, tr pool.Transport) error {
 // verdict compares what was delivered with what was sent: every handle
 // exactly once per send, in each producer's order, with every field intact.
 func (l *ledger) verdict() error {
+	if n := l.outside.Load(); n > 0 {
+		return violationf(ErrContract, "the transport passed %d handles to the sink outside Drain: a sink is the owner's, during Drain only", n)
+	}
 	if len(l.strays) > 0 {
 		h := l.strays[0]
 		if l.poison[h] {

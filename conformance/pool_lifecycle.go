@@ -38,9 +38,6 @@ func checkClose(r *plRun) error {
 	s, ctx := r.x, r.ctx
 	n := capacityOf(s)
 	bd, bounded := s.bounds()
-	if bounded && bd.Capacity > maxFilled {
-		return skip("a transport of %d items is too large to fill", bd.Capacity)
-	}
 	hs := make([]pool.Handle, 4)
 	if err := s.AllocChunk(hs); err != nil {
 		return violationf(ErrContract, "AllocChunk: %v", err)

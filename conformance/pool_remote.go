@@ -545,9 +545,6 @@ func checkTryFree(r *plRun) error {
 		}
 		return statsWant(s, 0, uint64(1+5+33+n), uint64(1+5+33+n), 0)
 	}
-	if bd.Capacity > maxFilled {
-		return skip("a transport of %d items is too large to fill", bd.Capacity)
-	}
 	// Fill the queue up to three items with copies of a filler handle,
 	// then try a chunk of distinct handles that does not fit.
 	filler, err := s.Alloc()

@@ -274,6 +274,9 @@ func lateOrLost(ctx context.Context, tr pool.Transport, l *ledger, err error) er
 	if !errors.Is(err, ErrLost) {
 		return err
 	}
+	if l.outside.Load() > 0 {
+		return l.verdict() // they went to the sink outside Drain
+	}
 	before := l.n
 	if derr := l.drainDry(ctx, tr); derr != nil {
 		return err
