@@ -519,21 +519,21 @@ func (p undercountPool) NewSender() (sender, error) {
 	return undercounter{snd}, nil
 }
 
-// sharedMemoryPool: every pool made by one constructor hands out the same
-// memory for the same block index.
-type sharedMemoryPool struct {
+// remappedPool hands out mem[i] as the memory of block i: memory that
+// other blocks, or other pools, may share.
+type remappedPool struct {
 	subject
 	mem [][]byte
 }
 
-func (p sharedMemoryPool) Bytes(h pool.Handle) ([]byte, error) {
+func (p remappedPool) Bytes(h pool.Handle) ([]byte, error) {
 	if _, err := p.subject.Bytes(h); err != nil {
 		return nil, err
 	}
 	return p.mem[h.Index()], nil
 }
 
-func (p sharedMemoryPool) AllocBytes() (pool.Handle, []byte, error) {
+func (p remappedPool) AllocBytes() (pool.Handle, []byte, error) {
 	h, _, err := p.subject.AllocBytes()
 	if err != nil {
 		return h, nil, err
@@ -541,10 +541,53 @@ func (p sharedMemoryPool) AllocBytes() (pool.Handle, []byte, error) {
 	return h, p.mem[h.Index()], nil
 }
 
-func newSharedMemoryPools() func() (subject, error) {
-	mem := make([][]byte, 128)
+func blocks(n int) [][]byte {
+	mem := make([][]byte, n)
 	for i := range mem {
 		mem[i] = make([]byte, 64)
 	}
-	return wrapped(mailboxPool, func(s subject) subject { return sharedMemoryPool{s, mem} })
+	return mem
+}
+
+// newSharedMemoryPools makes pools that all have the same memory.
+func newSharedMemoryPools() func() (subject, error) {
+	mem := blocks(128)
+	return wrapped(mailboxPool, func(s subject) subject { return remappedPool{s, mem} })
+}
+
+// newPairedPools makes pools whose blocks 2k and 2k+1 share memory.
+func newPairedPools() func() (subject, error) {
+	return wrapped(mailboxPool, func(s subject) subject {
+		mem := blocks(128)
+		for i := 1; i < len(mem); i += 2 {
+			mem[i] = mem[i-1]
+		}
+		return remappedPool{s, mem}
+	})
+}
+
+// futureGenPool's Bytes accepts a handle whose generation is two ahead of
+// the live one: a forged handle of the block's next allocation.
+type futureGenPool struct{ subject }
+
+func (p futureGenPool) Bytes(h pool.Handle) ([]byte, error) {
+	b, err := p.subject.Bytes(h)
+	if errors.Is(err, pool.ErrStaleHandle) && h.Generation() >= 2 {
+		if b, err2 := p.subject.Bytes(mkHandle(poolID(h), uint32(h.Index()), h.Generation()-2)); err2 == nil {
+			return b, nil
+		}
+	}
+	return b, err
+}
+
+// silentPool's AllocBytes on an exhausted pool returns the zero handle and
+// no error.
+type silentPool struct{ subject }
+
+func (p silentPool) AllocBytes() (pool.Handle, []byte, error) {
+	h, b, err := p.subject.AllocBytes()
+	if errors.Is(err, pool.ErrExhausted) {
+		return pool.Handle{}, nil, nil
+	}
+	return h, b, err
 }

@@ -554,6 +554,24 @@ func brokenComponents() []brokenComponent {
 			},
 		},
 		{
+			name: "pool blocks share memory in pairs",
+			want: catches(ErrAliased, "ForeignHandle", "NoAliasing"),
+			// The workers see it when the owner happens to tag two blocks
+			// of a pair with different generations.
+			maybe: catches(ErrAliased, "RemoteExactlyOnce", "SenderRetire"),
+			run:   pools(newPairedPools()),
+		},
+		{
+			name: "pool accepts a handle of the next allocation",
+			want: catches(ErrAliased, "ForgedHandle").and(ErrAccounting, "StaleHandle"),
+			run:  pools(wrapped(mailboxPool, func(s subject) subject { return futureGenPool{s} })),
+		},
+		{
+			name: "pool AllocBytes on an empty pool says nothing",
+			want: catches(ErrContract, "Exhaustion"),
+			run:  pools(wrapped(mailboxPool, func(s subject) subject { return silentPool{s} })),
+		},
+		{
 			name: "pools share one id",
 			want: catches(ErrAliased, "ForeignHandle").and(ErrContract, "RemoteRejects"),
 			run: pools(wrapped(mailboxPool, func(s subject) subject {
