@@ -56,6 +56,52 @@ func newLedger(src *handleSource, producers int) *ledger {
 	return l
 }
 
+// tally is a sink for cases that only count what comes (and may look at
+// each handle). Like the ledger it belongs to the owner during Drain: what
+// a transport passes it at any other time is counted apart, and touches
+// nothing else.
+type tally struct {
+	sink     *pool.Sink
+	n        int
+	draining atomic.Bool
+	outside  atomic.Int64
+}
+
+// newTally returns a tally that also passes every handle to each, if set.
+func newTally(each func(pool.Handle)) *tally {
+	t := &tally{}
+	t.sink = pool.NewSink(func(chunk []pool.Handle) {
+		if !t.draining.Load() {
+			t.outside.Add(int64(len(chunk)))
+			return
+		}
+		t.n += len(chunk)
+		if each != nil {
+			for _, h := range chunk {
+				each(h)
+			}
+		}
+	})
+	return t
+}
+
+// drain drains tr once and returns how many handles came.
+func (t *tally) drain(tr pool.Transport) int {
+	before := t.n
+	t.draining.Store(true)
+	tr.Drain(t.sink)
+	t.draining.Store(false)
+	return t.n - before
+}
+
+// check reports handles passed to the sink outside Drain.
+func (t *tally) check() error {
+	if n := t.outside.Load(); n > 0 {
+		return violationf(ErrContract, "the transport passed %d handles to the sink outside Drain: a sink is the owner's, during Drain only", n)
+	}
+	return nil
+}
+
 // drain drains tr once into the ledger and returns how many handles came.
 func (l *ledger) drain(tr pool.Transport) int {
 	before := l.n

@@ -134,13 +134,10 @@ func checkCloseWhileSending(r *trRun) error {
 		})
 	}
 	// Drain while they send, then close.
-	var sink *pool.Sink
 	var b backoff
-	drained := 0
-	sink = pool.NewSink(func(c []pool.Handle) { drained += len(c) })
+	t := newTally(nil)
 	for sends.Load() < int64(scaled(400)) && !c.finished() {
-		before := drained
-		if tr.Drain(sink); drained > before {
+		if t.drain(tr) > 0 {
 			b.reset()
 		} else if !b.wait(ctx) {
 			close(shut)
@@ -153,7 +150,10 @@ func checkCloseWhileSending(r *trRun) error {
 	if err != nil {
 		return errors.Join(violationf(ErrContract, "Close: %v", err), c.wait(ctx, "producers"))
 	}
-	return c.wait(ctx, "producers sending when the transport was closed")
+	if err := c.wait(ctx, "producers sending when the transport was closed"); err != nil {
+		return err
+	}
+	return t.check()
 }
 
 func checkCloseReleases(r *trRun) error {
@@ -350,21 +350,17 @@ func checkRetiredForgotten(r *trRun) error {
 	total := allWaves * retiredPerWave
 	sent := make([]int32, total)
 	got := make([]int32, total)
-	strays, delivered := 0, 0
-	sink := pool.NewSink(func(chunk []pool.Handle) {
-		delivered += len(chunk)
-		for _, h := range chunk {
-			if i := h.Index(); i < total && h.Generation() == uint64(i) {
-				got[i]++
-			} else {
-				strays++
-			}
+	strays := 0
+	t := newTally(func(h pool.Handle) {
+		if i := h.Index(); i < total && h.Generation() == uint64(i) {
+			got[i]++
+		} else {
+			strays++
 		}
 	})
 	drainDry := func() error { // until two drains in a row bring nothing, as ledger.drainDry
 		for empty := 0; empty < 2; {
-			before := delivered
-			if tr.Drain(sink); delivered == before {
+			if t.drain(tr) == 0 {
 				empty++
 			} else {
 				empty = 0
@@ -409,6 +405,9 @@ func checkRetiredForgotten(r *trRun) error {
 		return drainDry()
 	}
 	if err := retention(ctx, "producer", wave); err != nil {
+		return err
+	}
+	if err := t.check(); err != nil {
 		return err
 	}
 	if strays > 0 {

@@ -607,23 +607,25 @@ func checkTransportAllocs(r *trRun) error {
 		return violationf(ErrContract, "NewProducer: %v", err)
 	}
 	tp, _ := prod.(pool.TryProducer)
-	delivered := 0
-	sink := pool.NewSink(func(c []pool.Handle) { delivered += len(c) })
+	t := newTally(nil)
 	// roundTrip sends chunk with send and drains until it is delivered.
 	roundTrip := func(chunk []pool.Handle, send func([]pool.Handle) error) func() error {
 		return func() error {
 			if err := send(chunk); err != nil {
 				return violationf(ErrContract, "send of %d handles: %v", len(chunk), err)
 			}
-			want := delivered + len(chunk)
-			for i := 0; delivered < want; i++ {
+			want := t.n + len(chunk)
+			for i := 0; t.n < want; i++ {
 				if i > len(chunk) {
-					return violationf(ErrLost, "%d of %d handles delivered after %d drains", delivered-want+len(chunk), len(chunk), i)
+					if err := t.check(); err != nil {
+						return err
+					}
+					return violationf(ErrLost, "%d of %d handles delivered after %d drains", t.n-want+len(chunk), len(chunk), i)
 				}
-				tr.Drain(sink)
+				t.drain(tr)
 			}
-			if delivered != want {
-				return violationf(ErrDuplicated, "%d handles delivered for a chunk of %d", delivered-want+len(chunk), len(chunk))
+			if t.n != want {
+				return violationf(ErrDuplicated, "%d handles delivered for a chunk of %d", t.n-want+len(chunk), len(chunk))
 			}
 			return nil
 		}
@@ -654,7 +656,7 @@ func checkTransportAllocs(r *trRun) error {
 		}
 	}
 	return noAllocs("an idle Drain with 64 producers", func() error {
-		tr.Drain(sink)
+		t.drain(tr)
 		return nil
 	})
 }
