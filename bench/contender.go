@@ -3,51 +3,47 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
-// Contender is one way of recycling blocks, driven by the runner at batch
-// granularity: the runner replays a Plan and calls the contender once per
+// contender is one way of recycling blocks, driven by a Rig at batch
+// granularity: the rig replays a Plan and calls the contender once per
 // admission batch, decode run, dispatch and drain, never per block, so every
 // contender pays the same (small) harness cost.
 //
-// Lists are numbered 0 to plan.Lists()-1. The owner (the runner's goroutine)
-// appends blocks to lists with Alloc and hands a finished list to a worker
-// with Dispatch; the worker frees every block of it and leaves it empty. A
-// contender's own workers are persistent goroutines fed by buffered channels
-// (capacity WorkerChannel), started by Open and stopped by Close.
-//
-// All methods are called by the owner goroutine only.
-type Contender interface {
-	// Open builds the contender for plan: its memory (pool or allocator
-	// state), one handle list per plan list with the plan's capacity, and
-	// its workers. touch says what Alloc writes into each new block.
-	Open(plan *Plan, touch TouchMode) error
-	// Alloc appends n newly allocated blocks to each list of lists, in order,
-	// writing each block per the touch mode right after allocating it.
-	Alloc(lists []int32, n int) error
-	// Dispatch hands list l to worker w, which frees all of its blocks.
-	Dispatch(l, w int) error
-	// Drain is the owner's drain point (step start and step end); it
+// Lists are numbered 0 to plan.Lists()-1. The owner (the rig's goroutine)
+// appends blocks to lists with alloc and hands a finished list to a worker
+// with dispatch; the worker frees every block of it and leaves it empty.
+// Every method is called by the owner goroutine only.
+type contender interface {
+	// open builds the contender for plan: its memory, one handle list per
+	// plan list with the plan's capacity, and its workers (a workers set
+	// started with the contender's free function).
+	open(plan *Plan, touch TouchMode) error
+	// alloc appends n newly allocated blocks to each list of lists, in
+	// order, writing each block per the touch mode right after allocating it.
+	alloc(lists []int32, n int) error
+	// dispatch hands list l to worker w, which frees all of its blocks.
+	dispatch(l int32, w int) error
+	// drain is the owner's drain point (step start and step end); it
 	// returns how many blocks it freed. Contenders without an owner-side
 	// drain return 0.
-	Drain() (int, error)
-	// Counts returns the blocks allocated and freed since Open. Both are
-	// exact; freed includes blocks returned by drains inside Alloc.
-	Counts() (allocated, freed uint64)
-	// Wait blocks, without spinning, until freed reaches target (the
-	// end-of-trace wait), draining as blocks come back.
-	Wait(target uint64) error
-	// SetFill sets the byte value the touch writes.
-	SetFill(v byte)
-	// Check verifies the contender's own proof gates (queue counters
-	// balanced, nothing rejected, live blocks as expected). The runner calls
-	// it only while the workers are idle.
-	Check(live int) error
-	// Close stops the workers and releases the memory.
-	Close() error
+	drain() (int, error)
+	// barrier waits until every dispatched list is freed, then drains once
+	// (the end of a trace).
+	barrier() error
+	// counts returns the blocks allocated and freed since open. Both are
+	// exact; freed counts blocks back on the contender's free list.
+	counts() (allocated, freed uint64)
+	// setFill sets the byte value the touch writes.
+	setFill(v byte)
+	// check verifies the contender's own gates (queues balanced, nothing
+	// rejected, live blocks as expected); the workers are idle when it runs.
+	check(live int) error
+	// close stops the workers and releases the memory.
+	close() error
 }
 
 // Group says whether a contender is a locus pool or a Go peer.
@@ -55,9 +51,10 @@ type Group string
 
 // The contender groups.
 const (
-	// GroupLocus is a composed locus pool (or its hand-written copy).
+	// GroupLocus is a composed locus pool or its hand-written reference.
 	GroupLocus Group = "locus"
-	// GroupGo is what a Go user would use instead.
+	// GroupGo is what a Go user would use instead: the standard library, a
+	// hand-rolled free list or a third-party module.
 	GroupGo Group = "go"
 )
 
@@ -69,20 +66,24 @@ type Entry struct {
 	Group Group
 	// Doc says in one line what the contender is.
 	Doc string
-	// New returns a fresh, unopened contender.
-	New func() Contender
 	// Floor marks a reference floor rather than a real alternative
-	// (locus-inline: no workers, no handoff). It is ranked and printed but
-	// not counted when the targets ask which contender is first.
+	// (locus-inline: no workers, no handoff). A scoreboard shows it as the
+	// limit and does not rank it.
 	Floor bool
+	// Checked is true when the contender rejects stale, double and foreign
+	// frees (generation-checked handles), as locus pools do.
+	Checked bool
+
+	new func() contender
 }
 
-// Baseline is the contender every ratio is taken against.
+// Baseline is the contender every scoreboard ratio is taken against.
 const Baseline = "locus-mailbox"
 
 var (
 	tableMu sync.Mutex
 	table   []Entry
+	extras  []Entry // found by ContenderByName only (design-thread configurations)
 )
 
 // register adds entries to the contender table; each contender file
@@ -93,15 +94,24 @@ func register(es ...Entry) {
 	table = append(table, es...)
 }
 
+// registerExtra adds entries that ContenderByName finds but Contenders does
+// not list.
+func registerExtra(es ...Entry) {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	extras = append(extras, es...)
+}
+
 // order is the display order of the contender table; names not listed
 // come after, in registration order.
 var order = []string{
-	"locus-mailbox", "locus-shared", "locus-sharded", "locus-sharded-chunk",
-	"locus-mmap", "locus-fifo", "locus-inline", "locus-handwritten",
-	"go-heap", "sync-pool", "chan-freelist", "mutex-freelist",
+	"locus-mailbox", "locus-handwritten", "locus-inline", "locus-fifo", "locus-mmap",
+	"locus-shared", "locus-sharded", "locus-sharded-chunk",
+	"mutex-freelist-checked", "mutex-freelist", "chan-freelist", "sync-pool",
+	"go-buffer-pool", "mcache", "go-heap",
 }
 
-// Contenders returns the contender table in display order.
+// Contenders returns the scoreboard's contender table in display order.
 func Contenders() []Entry {
 	tableMu.Lock()
 	defer tableMu.Unlock()
@@ -123,19 +133,28 @@ func Contenders() []Entry {
 	return out
 }
 
-// ContenderByName returns the table row with the given name.
+// ErrUnknown is matched by the errors for an unknown workload, contender or
+// configuration name.
+var ErrUnknown = errors.New("bench: unknown name")
+
+// ContenderByName returns the contender with the given name: a row of
+// Contenders or one of the design-thread configurations (locus-allocchunk).
 func ContenderByName(name string) (Entry, error) {
-	for _, e := range Contenders() {
-		if e.Name == name {
-			return e, nil
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	for _, es := range [][]Entry{table, extras} {
+		for _, e := range es {
+			if e.Name == name {
+				return e, nil
+			}
 		}
 	}
-	return Entry{}, fmt.Errorf("bench: unknown contender %q", name)
+	return Entry{}, fmt.Errorf("%w: contender %q", ErrUnknown, name)
 }
 
 // errExhausted is returned by a contender whose free list ran dry. The v1
-// pools are sized so that this is unreachable (§3.5); if it happens the
-// cell fails its gates instead of retrying forever.
+// pools are sized so that this is unreachable; if it
+// happens the trace fails its gates instead of retrying forever.
 var errExhausted = errors.New("bench: free list exhausted")
 
 // toucher writes the touch into new blocks.
@@ -164,119 +183,93 @@ func (t *toucher) touch(b []byte) {
 	}
 }
 
-// waiter lets the owner block until a worker makes progress, without
-// spinning and without lost wake-ups. The owner announces that it is about
-// to sleep (waiting = true), checks for progress once more, and only then
-// blocks on ch; a worker checks waiting after publishing its progress. Both
-// sides use sequentially consistent atomics, so either the owner's re-check
-// sees the worker's progress or the worker sees waiting and sends a token.
+// workers is a contender's persistent worker goroutines, one buffered
+// command channel each (capacity WorkerChannel), carrying list numbers, and
+// the end-of-trace barrier every contender shares.
 //
-// A producer of a bounded transport can also make progress in the middle of
-// a send (it was blocked on a full queue, the owner drained, it enqueued
-// more and blocked again) without returning, so without notifying. The
-// owner's sleep is therefore also bounded by a timer (waitSlice): a blocking
-// wait with a safety net, never a Gosched spin. On the unbounded mailbox the
-// timer practically never fires.
-type waiter struct {
+// The barrier: a worker adds the blocks of every list it freed to done and
+// wakes the owner only when done reaches the target the owner is waiting
+// for, so the owner sleeps once per trace, not once per list. The owner
+// stores target and then waiting, and re-checks done before it sleeps; a
+// worker adds to done and then loads waiting and target. All four are
+// sequentially consistent atomics, so either the owner's re-check sees the
+// last list or that list's worker sees the owner waiting and wakes it.
+type workers struct {
+	cmds    [Workers]chan int32
+	exit    sync.WaitGroup
+	done    atomic.Uint64 // blocks whose free returned, added by workers
+	target  atomic.Uint64 // owner: the done count it waits for
 	waiting atomic.Bool
-	ch      chan struct{}
-	timer   *time.Timer
+	wake    chan struct{}
+	sent    uint64 // owner: blocks dispatched
 }
 
-// waitSlice bounds one sleep of the owner's end-of-trace wait.
-const waitSlice = 50 * time.Microsecond
-
-func (w *waiter) init() {
-	w.ch = make(chan struct{}, 1)
-	w.timer = time.NewTimer(time.Hour)
-	w.timer.Stop()
-}
-
-// notify is called by a worker after it published progress.
-func (w *waiter) notify() {
-	if w.waiting.Load() {
-		select {
-		case w.ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// waitUntil drains until freed() reaches target, blocking between drains
-// that freed nothing. drain may be nil (no owner-side drain).
-func (w *waiter) waitUntil(target uint64, freed func() uint64, drain func() (int, error)) error {
-	progress := func() (bool, error) {
-		if freed() >= target {
-			return true, nil
-		}
-		if drain == nil {
-			return false, nil
-		}
-		n, err := drain()
-		return n > 0, err
-	}
-	for freed() < target {
-		ok, err := progress()
-		if err != nil {
-			return err
-		}
-		if ok {
-			continue
-		}
-		w.waiting.Store(true)
-		ok, err = progress()
-		if err != nil {
-			w.waiting.Store(false)
-			return err
-		}
-		if !ok {
-			w.timer.Reset(waitSlice)
-			select {
-			case <-w.ch:
-			case <-w.timer.C:
-			}
-			w.timer.Stop()
-		}
-		w.waiting.Store(false)
-	}
-	return nil
-}
-
-// workerSet is the persistent worker goroutines of a contender: one
-// buffered command channel each, carrying list numbers.
-type workerSet struct {
-	cmds [Workers]chan int32
-	exit sync.WaitGroup
-	w    waiter
-}
-
-// start launches the workers; free frees list l on worker w and must
-// publish its progress (the freed count or the transport push) last.
-func (ws *workerSet) start(free func(w int, l int32)) {
-	ws.w.init()
+// start launches the workers; free frees list l on worker w and returns the
+// number of blocks it freed.
+func (ws *workers) start(free func(w int, l int32) int) {
+	ws.wake = make(chan struct{}, 1)
 	for w := range ws.cmds {
 		ws.cmds[w] = make(chan int32, WorkerChannel)
 		ws.exit.Add(1)
 		go func(w int, cmds <-chan int32) {
 			defer ws.exit.Done()
 			for l := range cmds {
-				free(w, l)
-				ws.w.notify()
+				d := ws.done.Add(uint64(free(w, l)))
+				if ws.waiting.Load() && d >= ws.target.Load() {
+					select {
+					case ws.wake <- struct{}{}:
+					default:
+					}
+				}
 			}
 		}(w, ws.cmds[w])
 	}
 }
 
-func (ws *workerSet) dispatch(l, w int) error {
+// dispatch hands list l of n blocks to worker w.
+func (ws *workers) dispatch(l int32, w, n int) error {
 	if w < 0 || w >= Workers {
 		return fmt.Errorf("bench: worker %d out of range", w)
 	}
-	ws.cmds[w] <- int32(l)
+	ws.sent += uint64(n)
+	ws.cmds[w] <- l
+	return nil
+}
+
+// wait blocks until every dispatched block is freed. A bounded
+// transport's workers can block inside a send on a full queue, which only
+// the owner's drain frees, so with drain set the owner polls instead: it
+// drains, and yields its processor when a drain brought nothing (the
+// record's owner loop; a sleep would take a millisecond here, the timer
+// granularity of an idle Go process).
+func (ws *workers) wait(drain func() (int, error)) error {
+	target := ws.sent
+	if drain != nil {
+		for ws.done.Load() < target {
+			n, err := drain()
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				runtime.Gosched()
+			}
+		}
+		return nil
+	}
+	if ws.done.Load() >= target {
+		return nil
+	}
+	ws.target.Store(target)
+	ws.waiting.Store(true)
+	for ws.done.Load() < target {
+		<-ws.wake
+	}
+	ws.waiting.Store(false)
 	return nil
 }
 
 // stop closes the command channels and waits for the workers to exit.
-func (ws *workerSet) stop() {
+func (ws *workers) stop() {
 	for _, c := range ws.cmds {
 		if c != nil {
 			close(c)
@@ -286,7 +279,7 @@ func (ws *workerSet) stop() {
 	ws.cmds = [Workers]chan int32{}
 }
 
-// poolBlocks is the pool size a locus contender uses for plan (§2.1).
+// poolBlocks is the pool size a contender uses for plan (the v1 pool sizes).
 func poolBlocks(p *Plan) int {
 	if p.Workload.Churn {
 		return ChurnPoolBlocks

@@ -1,9 +1,11 @@
 // Package bench is LOCUS-EVAL v1 in Go: the four workloads of the LOCUS
-// design thread, the contenders that replay them (the composed locus pools
-// and what a Go user would otherwise use), the runner with its proof gates,
-// and the design-thread replay 0351–0359. The command cmd/locus-eval prints
-// the scoreboard and the ledger; this package is its engine and also
-// exposes every cell as a testing.B benchmark.
+// design thread and the contenders that replay them (the composed locus
+// pools and what a Go user would pick instead), each opened as a Rig that
+// runs one trace at a time under proof gates. The command cmd/locus-eval
+// times rigs interleaved across processes and prints the scoreboard; this
+// package is what it times, and also exposes every cell as a testing.B
+// benchmark. Use it to run a workload against a contender of your own
+// choosing from the table; do not use it as a pool.
 //
 // # Workloads
 //
@@ -12,8 +14,8 @@
 // and one more per step while it decodes; a finished request's whole block
 // list is handed to one of 4 worker goroutines, round-robin, which frees it.
 // The owner goroutine (the scheduler) drains remote frees at the start and
-// the end of every step and, at the end of the trace, waits until every
-// block is back.
+// the end of every step and, at the end of the trace, waits once until
+// every dispatched list is freed and drains once.
 //
 //   - steady-decode: 4 arrivals per step; decode length 8 for every 4th
 //     request (an early cancel), else 16, 32 or 48. 2688 blocks, 64 steps.
@@ -30,45 +32,59 @@
 // restarting at worker 0 every trace) and replayed by every contender, so
 // every contender runs a byte-identical schedule and the same harness code.
 //
+// # Paced traces
+//
+// With Config.Pace set, the owner spins for the pace after every step (a
+// serving engine's model compute) while the workers free; Trace.Owner then
+// counts only the owner's time outside the spins, and the peak and mean of
+// outstanding blocks are sampled inside them, at no cost to the owner.
+//
 // # Touch parity
 //
 // Every contender writes the same bytes at the same moment: right after
 // allocating a block, on the owner. Trace workloads write one byte at
 // offset 0 (TouchByte) or, in the touched variant, the whole block
 // (TouchFull); churn-touch always writes the whole block. Every contender
-// writes through the raw slice its allocation returned (locus contenders
+// writes through the slice its allocation returned (locus contenders
 // through Pool.AllocBytes's; locus-allocchunk, which allocates whole
 // chunks, through the validated Pool.Bytes); go-heap's make also zeroes
 // every block.
 //
 // # Contenders
 //
-// The table (Contenders) lists locus-mailbox (locus.Default), locus-shared,
-// locus-sharded, locus-sharded-chunk, locus-mmap, locus-fifo, locus-inline
-// (no workers: the owner frees inline; the floor without the cross-goroutine
-// handoff) and locus-handwritten (a concrete, non-generic copy of
-// locus-mailbox's path: what generics cost), then the Go peers go-heap,
-// sync-pool, chan-freelist and mutex-freelist. Adding a contender is one
-// Entry passed to register.
+// Contenders lists locus-mailbox (locus.Default), locus-handwritten (the
+// hand-written, non-generic copy of its path: what the generic composition
+// costs), locus-inline (no workers: the owner frees inline; the floor
+// without the cross-goroutine handoff), locus-fifo, locus-mmap, locus-shared,
+// locus-sharded and locus-sharded-chunk; then the Go peers: the mutex free
+// list with generation-checked handles (mutex-freelist-checked, the peer
+// with locus's safety contract), the plain mutex free list, the channel free
+// list, sync.Pool, two third-party modules (libp2p/go-buffer-pool and
+// bytedance/gopkg's mcache) and the Go heap. Only the locus contenders and
+// mutex-freelist-checked reject stale, double and foreign frees
+// (Entry.Checked). ContenderByName also finds locus-allocchunk, design
+// thread 0356's configuration. Each locus contender calls its concrete pool
+// type directly in the per-block loop, as a user's code would.
 //
-// # Measurement
+// # Gates
 //
-// A run opens a fresh contender, runs the untimed sample pass (4 traces:
-// gates and the peak of outstanding blocks), warms up, then times traces
-// one by one. A run's velocity is the median per-trace time with a 95 %
-// distribution-free confidence interval of the median; a cell is run at
-// least twice, a third time when the first two medians differ by more than
-// 5 %, and reports the median of its runs. Quality is the worst sample
-// peak over the theoretical instant-free peak. Gates are hard: allocated =
-// freed = blocks per trace every trace, submitted = drained, queues
-// balanced, nothing rejected; a cell that fails is printed as invalid and
-// never ranked.
+// Every trace must allocate and free exactly its blocks, and afterwards
+// every contender's own gates must hold (remote frees submitted = drained,
+// queues empty, nothing rejected, live blocks as expected); a trace that
+// fails returns an error and the rig is done.
+//
+// # Design-thread harnesses
+//
+// OpenCycle (commanded cycles, 0351–0353) and OpenReuse (the reuse-order
+// harness R, 0358–0359) return Runners too, so the same timing engine
+// replays the thread.
 //
 // # Comparing with benchstat
 //
-// The same cells are Go benchmarks (ns/op is then a mean, not a median):
+// The same cells are Go benchmarks (ns/op is then a mean over sequential
+// traces, not the scoreboard's interleaved ratio):
 //
 //	go test ./bench -run '^$' -bench 'Eval/workload=steady-decode' -count 6 > new.txt
-//	benchstat new.txt
 //	benchstat -col /contender new.txt
+//	go test ./bench -run '^$' -bench Paced -count 6 | benchstat -col /contender -
 package bench

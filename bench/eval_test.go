@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"errors"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/locus-go/locus/internal/race"
 )
 
-// The numbers of design thread §2.7, pinned.
+// The numbers of the LOCUS-EVAL v1 specification, pinned.
 func TestPlanNumbers(t *testing.T) {
 	for _, tc := range []struct {
 		w               *Workload
@@ -88,38 +92,158 @@ func TestPlanDeterministic(t *testing.T) {
 	}
 }
 
-// Every contender passes its gates on every workload, in every touch mode.
+// Every contender passes its gates on every workload with the one-byte
+// touch, and a few (a locus pool, a bounded one, the checked and a
+// third-party peer) also with the full and no touch and paced; the sampled
+// peak (taken at step ends) is at least 99 % of the theoretical peak (which
+// also counts mid-step highs).
 func TestContendersGates(t *testing.T) {
-	o := QuickOptions()
-	o.MinTraces, o.MaxTraces = 2, 4
-	modes := []TouchMode{TouchByte, TouchFull, TouchNone}
+	few := []string{"locus-mailbox", "locus-sharded-chunk", "mutex-freelist-checked", "go-buffer-pool"}
+	cfgs := []Config{{Touch: TouchByte}, {Touch: TouchFull}, {Touch: TouchNone}, {Touch: TouchByte, Pace: 2 * time.Microsecond}}
+	ws := Workloads()
 	if testing.Short() {
-		modes = modes[:1]
+		cfgs = cfgs[:1]
 	}
-	for _, m := range modes {
-		o.Touch = m
+	if race.Enabled { // ten times slower: every contender still runs a trace workload and churn
+		cfgs, ws = []Config{cfgs[0], cfgs[3]}, []*Workload{SteadyDecode, ChurnTouch}
+	}
+	for i, cfg := range cfgs {
+		cfg.WarmupTraces = 1
 		for _, e := range Contenders() {
-			for _, w := range Workloads() {
-				r := RunOnce(e, w, o)
-				if r.Err != nil {
-					t.Errorf("touch=%s %s/%s: %v", m, w.Name, e.Name, r.Err)
+			if i > 0 && !slices.Contains(few, e.Name) {
+				continue
+			}
+			for _, w := range ws {
+				r, err := Open(e, w, cfg)
+				if err != nil {
+					t.Errorf("touch=%s pace=%v %s/%s: %v", cfg.Touch, cfg.Pace, w.Name, e.Name, err)
 					continue
 				}
-				if r.Traces < 2 || float64(r.Peak) < 0.99*float64(TheoreticalPeak(w)) || r.Time.Point <= 0 {
-					t.Errorf("touch=%s %s/%s: implausible run %+v", m, w.Name, e.Name, r)
+				for range 2 {
+					tr, err := r.Trace(true)
+					if err != nil {
+						t.Errorf("touch=%s pace=%v %s/%s: %v", cfg.Touch, cfg.Pace, w.Name, e.Name, err)
+						break
+					}
+					if tr.Owner <= 0 || float64(tr.Peak) < 0.99*float64(r.Plan().TheoreticalPeak) || tr.MeanLive <= 0 || tr.MeanLive > float64(tr.Peak) {
+						t.Errorf("touch=%s pace=%v %s/%s: implausible trace %+v (theoretical peak %d)",
+							cfg.Touch, cfg.Pace, w.Name, e.Name, tr, r.Plan().TheoreticalPeak)
+					}
+				}
+				if err := r.Close(); err != nil {
+					t.Errorf("%s/%s: close: %v", w.Name, e.Name, err)
 				}
 			}
 		}
 	}
 }
 
-func TestMedianCI(t *testing.T) {
-	xs := []float64{5, 1, 4, 2, 3}
-	e := medianCI(xs)
-	if e.Point != 3 || e.Lo > 3 || e.Hi < 3 {
-		t.Fatalf("medianCI = %+v", e)
+// leaky loses one block of every list it frees: the per-trace gate must
+// catch it.
+type leaky struct{ mutexFreelist }
+
+func (c *leaky) open(plan *Plan, touch TouchMode) error {
+	if err := c.mutexFreelist.open(plan, touch); err != nil {
+		return err
 	}
-	if got := medianOf([]float64{4, 1, 3, 2}); got != 2.5 {
-		t.Fatalf("medianOf = %v", got)
+	c.ws.stop()
+	c.ws = workers{}
+	c.ws.start(func(w int, l int32) int {
+		c.lists[l] = c.lists[l][1:]
+		return c.putList(w, l) + 1
+	})
+	return nil
+}
+
+func TestGatesCatchLostBlocks(t *testing.T) {
+	e := Entry{Name: "leaky", new: func() contender { return new(leaky) }}
+	r, err := Open(e, SteadyDecode, Config{})
+	if err == nil {
+		_, err = r.Trace(false)
+		_ = r.Close()
+	}
+	if err == nil {
+		t.Fatal("a contender that loses blocks passed its gates")
+	}
+}
+
+func TestUnknownNames(t *testing.T) {
+	if _, err := ContenderByName("nope"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("ContenderByName: %v", err)
+	}
+	if _, err := WorkloadByName("nope"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("WorkloadByName: %v", err)
+	}
+	if _, err := OpenCycle(CycleConfig{Transport: "nope", Producers: 1}); !errors.Is(err, ErrUnknown) {
+		t.Errorf("OpenCycle: %v", err)
+	}
+	if _, err := OpenReuse(ReuseConfig{Backing: "nope", Policy: "lifo"}); !errors.Is(err, ErrUnknown) {
+		t.Errorf("OpenReuse: %v", err)
+	}
+	if _, err := OpenCycle(CycleConfig{Transport: "shared", Producers: 3, Batch: 8}); err == nil {
+		t.Error("OpenCycle accepted 3 producers for 256 blocks")
+	}
+	if _, err := ContenderByName("locus-allocchunk"); err != nil {
+		t.Errorf("locus-allocchunk: %v", err)
+	}
+}
+
+func TestCycleAndReuse(t *testing.T) {
+	var rs []Runner
+	for _, c := range []CycleConfig{{"shared", 1, 8}, {"shared", 4, 256}, {"sharded", 2, 0}, {"sharded-chunk", 4, 0}} {
+		r, err := OpenCycle(c)
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		rs = append(rs, r)
+	}
+	for _, c := range []ReuseConfig{{"heap", "lifo", true}, {"heap", "fifo", false}, {"mmap", "lifo", true}} {
+		r, err := OpenReuse(c)
+		if err != nil {
+			t.Logf("%s: %v (skipped)", c, err)
+			continue
+		}
+		rs = append(rs, r)
+	}
+	for _, r := range rs {
+		for range 3 {
+			if tr, err := r.Trace(false); err != nil || tr.Owner <= 0 {
+				t.Fatalf("trace %+v: %v", tr, err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Trace(false); err == nil {
+			t.Fatal("Trace after Close succeeded")
+		}
+	}
+}
+
+// The floor has no goroutines, so its allocation count is exact: nothing
+// per trace.
+func TestInlineAllocatesNothing(t *testing.T) {
+	if race.Enabled {
+		t.Skip("allocation counts are not checked under the race detector (and it makes this slow)")
+	}
+	e, err := ContenderByName("locus-inline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range Workloads() {
+		r, err := Open(e, w, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(5, func() {
+			if _, err := r.Trace(false); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per trace, want 0", w.Name, n)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -16,11 +16,11 @@ type handwrittenPool struct {
 	p       *handwritten.Pool
 	lists   [][]handwritten.Handle
 	senders [Workers]*handwritten.Sender
-	ws      workerSet
+	ws      workers
 	toucher
 }
 
-func (c *handwrittenPool) Open(plan *Plan, touch TouchMode) error {
+func (c *handwrittenPool) open(plan *Plan, touch TouchMode) error {
 	c.p = handwritten.New(BlockSize, poolBlocks(plan))
 	c.setMode(touch)
 	c.lists = make([][]handwritten.Handle, plan.Lists())
@@ -34,13 +34,14 @@ func (c *handwrittenPool) Open(plan *Plan, touch TouchMode) error {
 	return nil
 }
 
-func (c *handwrittenPool) free(w int, l int32) {
+func (c *handwrittenPool) free(w int, l int32) int {
 	list := c.lists[l]
 	c.lists[l] = list[:0]
 	_ = c.senders[w].FreeChunk(list)
+	return len(list)
 }
 
-func (c *handwrittenPool) Alloc(lists []int32, n int) error {
+func (c *handwrittenPool) alloc(lists []int32, n int) error {
 	for _, l := range lists {
 		list := c.lists[l]
 		for range n {
@@ -56,19 +57,27 @@ func (c *handwrittenPool) Alloc(lists []int32, n int) error {
 	return nil
 }
 
-func (c *handwrittenPool) Dispatch(l, w int) error { return c.ws.dispatch(l, w) }
-func (c *handwrittenPool) Drain() (int, error)     { return c.p.Drain(), nil }
-func (c *handwrittenPool) Counts() (uint64, uint64) {
+func (c *handwrittenPool) dispatch(l int32, w int) error {
+	return c.ws.dispatch(l, w, len(c.lists[l]))
+}
+func (c *handwrittenPool) drain() (int, error) { return c.p.Drain(), nil }
+
+func (c *handwrittenPool) barrier() error {
+	if err := c.ws.wait(nil); err != nil {
+		return err
+	}
+	c.p.Drain()
+	return nil
+}
+
+func (c *handwrittenPool) counts() (uint64, uint64) {
 	n := c.p.Counts()
 	return n.Allocs, n.Frees
 }
-func (c *handwrittenPool) freed() uint64 { return c.p.Frees() }
-func (c *handwrittenPool) Wait(target uint64) error {
-	return c.ws.w.waitUntil(target, c.freed, c.Drain)
-}
-func (c *handwrittenPool) SetFill(v byte) { c.setFill(v) }
 
-func (c *handwrittenPool) Check(live int) error {
+func (c *handwrittenPool) setFill(v byte) { c.toucher.setFill(v) }
+
+func (c *handwrittenPool) check(live int) error {
 	var errs []error
 	n := c.p.Counts()
 	if n.Submitted != n.Drained {
@@ -83,7 +92,7 @@ func (c *handwrittenPool) Check(live int) error {
 	return errors.Join(errs...)
 }
 
-func (c *handwrittenPool) Close() error {
+func (c *handwrittenPool) close() error {
 	if c.p == nil {
 		return nil
 	}
@@ -95,7 +104,7 @@ func (c *handwrittenPool) Close() error {
 }
 
 func init() {
-	register(Entry{Name: "locus-handwritten", Group: GroupLocus,
-		Doc: "hand-written non-generic copy of locus-mailbox's path (shows what generics cost)",
-		New: func() Contender { return new(handwrittenPool) }})
+	register(Entry{Name: "locus-handwritten", Group: GroupLocus, Checked: true,
+		Doc: "hand-written non-generic copy of locus-mailbox's path (internal/handwritten: what generics cost)",
+		new: func() contender { return new(handwrittenPool) }})
 }

@@ -1,7 +1,7 @@
 package bench
 
 // TheoreticalPeak returns the quality denominator of a workload (design
-// thread §2.6): the most blocks live at once when every finished request is
+// thread): the most blocks live at once when every finished request is
 // freed the instant it finishes, replayed on the same schedule with the same
 // removal rule, without threads. For churn-touch it is the live window,
 // 256 × 16 = 4096, by definition.

@@ -26,8 +26,8 @@ type Dispatch struct {
 
 // Plan is a trace workload's schedule, computed once and replayed by every
 // contender: per step, the admissions, the decode pass's allocations and
-// the dispatches of finished requests, in the exact order of design thread
-// §2.2 (move-last-into-slot removal, round-robin dispatch restarting at
+// the dispatches of finished requests, in the exact order of the LOCUS
+// record (move-last-into-slot removal, round-robin dispatch restarting at
 // worker 0 every trace). Replaying a plan is just walking flat arrays, so
 // no contender pays bookkeeping that another does not.
 //
@@ -40,7 +40,7 @@ type Plan struct {
 	Steps int
 	// BlocksPerTrace is the number of blocks one trace allocates (and frees).
 	BlocksPerTrace int
-	// TheoreticalPeak is the instant-free peak of live blocks (§2.6).
+	// TheoreticalPeak is the instant-free peak of live blocks (see TheoreticalPeak).
 	TheoreticalPeak int
 	// ListCap is the capacity every request's handle list needs (16 + decode).
 	ListCap []int

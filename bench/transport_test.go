@@ -38,7 +38,7 @@ func BenchmarkTransport(b *testing.B) {
 		})
 		b.Run(name("shared"), func(b *testing.B) {
 			benchTransport(b, producers, func() (*shared.Transport, error) {
-				return shared.New(shared.WithCapacity(SharedCapacity), shared.WithBatch(SharedBatch))
+				return shared.New(shared.WithCapacity(sharedCapacity), shared.WithBatch(sharedBatch))
 			})
 		})
 	}
@@ -143,7 +143,7 @@ func BenchmarkSend(b *testing.B) {
 		{"sharded-handle", func() (pool.Transport, error) { return sharded.New() }},
 		{"sharded-chunk", func() (pool.Transport, error) { return sharded.New(sharded.WithChunks()) }},
 		{"shared", func() (pool.Transport, error) {
-			return shared.New(shared.WithCapacity(SharedCapacity), shared.WithBatch(SharedBatch))
+			return shared.New(shared.WithCapacity(sharedCapacity), shared.WithBatch(sharedBatch))
 		}},
 	}
 	for _, producers := range []int{0, 1, 4} {

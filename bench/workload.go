@@ -2,7 +2,7 @@ package bench
 
 import "fmt"
 
-// The LOCUS-EVAL v1 constants (design thread §2.1). They are the versioned
+// The LOCUS-EVAL v1 constants of the LOCUS record. They are the versioned
 // unit of the suite: changing any of them makes a new suite version.
 const (
 	// Suite names the frozen workload suite this package replays.
@@ -32,11 +32,10 @@ const (
 	// ChurnTimedFill is the byte written into new churn blocks in timed runs;
 	// sample rounds write the round number.
 	ChurnTimedFill = 0x5A
-	// SharedCapacity and SharedBatch configure locus-shared's queue.
-	SharedCapacity, SharedBatch = 1024, 64
 	// WorkerChannel is the capacity of every worker's command channel.
 	WorkerChannel = 64
-	// SampleRounds is the number of traces of the untimed sample pass.
+	// SampleRounds is the number of gate-checked traces Open runs first
+	// (the record's sample pass).
 	SampleRounds = 4
 )
 
@@ -99,11 +98,11 @@ func WorkloadByName(name string) (*Workload, error) {
 			return w, nil
 		}
 	}
-	return nil, fmt.Errorf("bench: unknown workload %q", name)
+	return nil, fmt.Errorf("%w: workload %q", ErrUnknown, name)
 }
 
 // TouchMode says which bytes every contender writes into a block right
-// after allocating it, on the owner goroutine (design thread §4).
+// after allocating it, on the owner goroutine.
 type TouchMode uint8
 
 // The touch modes.
@@ -140,7 +139,7 @@ func ParseTouchMode(s string) (TouchMode, error) {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("bench: unknown touch mode %q (want byte, full or none)", s)
+	return 0, fmt.Errorf("%w: touch mode %q (want byte, full or none)", ErrUnknown, s)
 }
 
 // effectiveTouch is the touch a workload actually uses: churn-touch always

@@ -63,12 +63,13 @@ func (h Hash) IsZero() bool { return h.n == 0 }
 // Len returns the digest's length in bytes: 32, 16, or 0 for the zero Hash.
 func (h Hash) Len() int { return int(h.n) }
 
-// AppendBytes appends the digest to b: the bytes vLLM puts in its events
-// (block hashes are bytes by default there).
+// AppendBytes appends the digest to b: the bytes form of a block hash in
+// vLLM's events, sent when VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES is 0 (vLLM's
+// default is the integer form, Uint64).
 func (h Hash) AppendBytes(b []byte) []byte { return append(b, h.sum[:h.n]...) }
 
 // Uint64 returns the digest's low 64 bits as a big-endian integer: vLLM's
-// integer form of a block hash (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES), and
+// integer form of a block hash (its default, VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1), and
 // what llm-d's event adapter reduces a byte hash to. It is 0 for the zero
 // Hash.
 func (h Hash) Uint64() uint64 {

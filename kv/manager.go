@@ -99,6 +99,10 @@ type Manager struct {
 	rejN  int
 	rejID SeqID
 
+	// publishPool publishes the pool's accounting for its Snapshot (a
+	// metrics scraper), when the pool offers Stats; see Drain.
+	publishPool func()
+
 	rel      *mailbox.Transport
 	sink     *pool.Sink
 	isClosed atomic.Bool // read by releasers
@@ -177,6 +181,9 @@ func New(p BlockPool, opts ...Option) (*Manager, error) {
 	m.order.init()
 	m.decays.m = m
 	m.maxPinned = int(cfg.maxPinned * float64(n))
+	if ps, ok := p.(interface{ Stats() pool.Stats }); ok {
+		m.publishPool = func() { ps.Stats() }
+	}
 	m.rel = mailbox.New()
 	m.sink = pool.NewSink(m.applyReleases)
 	m.event.BlockSize = m.bs
@@ -793,6 +800,9 @@ func (m *Manager) NewReleaser() (*Releaser, error) {
 // returns how many sequences it released. Releases it rejects (stale,
 // doubled, foreign) are counted in Stats.RejectedReleases and reported in
 // an error matching ErrInvalidSequence; the others are applied all the same.
+// When the pool has a Stats method (every *pool.Pool has), Drain also calls
+// it, so that the pool's Snapshot stays current for a scraper even when the
+// owner drives only the manager.
 func (m *Manager) Drain() (int, error) {
 	if err := m.usable(); err != nil {
 		return 0, err
@@ -808,6 +818,9 @@ func (m *Manager) Drain() (int, error) {
 	}
 	m.rejN, m.rejID = 0, SeqID{}
 	m.publish(m.Stats())
+	if m.publishPool != nil {
+		m.publishPool()
+	}
 	return int(m.st.RemoteReleases - before), err
 }
 

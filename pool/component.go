@@ -110,9 +110,8 @@ func (o Order) Valid() bool { return o == LIFO || o == FIFO }
 //
 // The pool asks once, in New. A policy is a declaration rather than a free
 // list of its own because a per-block policy call would be an indirect call
-// that the compiler cannot inline: measured at +2 to +5 ns per block, about
-// the cost of the whole allocation path (shared/perf-baseline.md §4). Order
-// must return the same valid value on every call.
+// that the compiler cannot inline, costing about as much as the whole
+// allocation path. Order must return the same valid value on every call.
 type ReusePolicy interface {
 	// Order returns the reuse order.
 	Order() Order

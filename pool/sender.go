@@ -32,6 +32,7 @@ type Sender struct {
 	prod      Producer
 	try       TryProducer // prod, when it can refuse to wait
 	set       *senders
+	at        int       // index in set.live while registered; guarded by set.mu
 	retired   bool      // Close was called; owned by the sender's goroutine
 	one       [1]Handle // Free's chunk, so that it does not allocate
 	_         cpu.CacheLinePad
@@ -122,24 +123,22 @@ type senders struct {
 
 func (ss *senders) add(s *Sender) {
 	ss.mu.Lock()
+	s.at = len(ss.live)
 	ss.live = append(ss.live, s)
 	ss.mu.Unlock()
 }
 
-// retire forgets s, keeping its count.
+// retire forgets s, keeping its count, in constant time: the last sender
+// takes its slot.
 func (ss *senders) retire(s *Sender) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	for i, x := range ss.live {
-		if x == s {
-			last := len(ss.live) - 1
-			ss.live[i] = ss.live[last]
-			ss.live[last] = nil
-			ss.live = ss.live[:last]
-			ss.retired += s.submitted.Load()
-			return
-		}
-	}
+	last := len(ss.live) - 1
+	moved := ss.live[last]
+	ss.live[s.at], moved.at = moved, s.at
+	ss.live[last] = nil
+	ss.live = ss.live[:last]
+	ss.retired += s.submitted.Load()
 }
 
 // submitted returns the handles submitted by every sender, live or retired.

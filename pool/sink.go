@@ -16,8 +16,11 @@ func NewSink(fn func(chunk []Handle)) *Sink { return &Sink{fn: fn} }
 
 // Put takes a chunk of remotely freed handles. A pool's sink validates every
 // handle, frees the good ones and counts and remembers the bad ones for the
-// Drain to report. Put does not keep chunk.
+// Drain to report. Put does not keep chunk. A nil or zero Sink drops it.
 func (s *Sink) Put(chunk []Handle) {
+	if s == nil {
+		return
+	}
 	if s.c != nil {
 		s.c.release(chunk)
 		return

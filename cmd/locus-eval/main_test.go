@@ -7,103 +7,224 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/locus-go/locus/internal/eval"
+	"github.com/locus-go/locus/internal/race"
 )
 
-// The command's main path in -quick mode: the JSON document has the
-// documented shape and every cell passes its gates.
-func TestScoreboardJSON(t *testing.T) {
-	args := []string{"-quick", "-q", "-json"}
-	if testing.Short() {
-		args = append(args, "-contenders", "locus-mailbox,locus-inline,sync-pool,mutex-freelist")
+// The measuring children re-execute this test binary.
+func TestMain(m *testing.M) {
+	if eval.IsChild() {
+		os.Exit(eval.ChildMain())
 	}
+	os.Exit(m.Run())
+}
+
+func runCmd(t *testing.T, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	if err := run(args, &out, &errOut); err != nil {
-		t.Fatalf("run: %v\n%s", err, errOut.String())
+	status = run(args, &out, &errOut)
+	return status, out.String(), errOut.String()
+}
+
+// The scoreboard end to end in -quick mode, through its child processes:
+// the JSON document has its schema, configuration, machine and structured
+// targets, every cell passed its gates, and report and compare read it.
+func TestScoreboardQuick(t *testing.T) {
+	args := []string{"-quick", "-q", "-json", "-runs", "3", "-workloads", "steady-decode,churn-touch",
+		"-contenders", "locus-inline,mutex-freelist,locus-handwritten"}
+	cells := 4 // the baseline is added
+	if testing.Short() || race.Enabled {
+		args = []string{"-quick", "-q", "-json", "-runs", "3", "-workloads", "churn-touch", "-contenders", "mutex-freelist", "-passes", "unpaced"}
+		cells = 2
 	}
-	var doc map[string]any
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+	status, out, errOut := runCmd(t, args...)
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errOut)
+	}
+	var doc struct {
+		Schema        string `json:"schema"`
+		SchemaVersion int    `json:"schema_version"`
+		Config        struct {
+			Runs  int  `json:"runs"`
+			Quick bool `json:"quick"`
+		} `json:"config"`
+		Machine struct {
+			CPUModel   string `json:"cpu_model"`
+			GOMAXPROCS int    `json:"gomaxprocs"`
+			GoVersion  string `json:"go_version"`
+		} `json:"machine"`
+		Revision struct {
+			VCS string `json:"vcs_revision"`
+		} `json:"revision"`
+		Passes []struct {
+			Workloads []struct {
+				Cells []struct {
+					Contender string `json:"contender"`
+					GatesOK   bool   `json:"gates_ok"`
+				} `json:"cells"`
+			} `json:"workloads"`
+		} `json:"passes"`
+		Targets []struct {
+			Name   string `json:"name"`
+			Status string `json:"status"`
+			Want   struct {
+				Op string `json:"op"`
+			} `json:"want"`
+		} `json:"targets"`
+		GatesOK bool `json:"gates_ok"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not JSON: %v", err)
 	}
-	for _, k := range []string{"suite", "go_version", "gomaxprocs", "touch", "results"} {
-		if _, ok := doc[k]; !ok {
-			t.Errorf("missing key %q", k)
-		}
+	if doc.Schema != eval.Schema || doc.SchemaVersion != eval.SchemaVersion || doc.Config.Runs != 3 || !doc.Config.Quick ||
+		doc.Machine.CPUModel == "" || doc.Machine.GOMAXPROCS < 1 || doc.Machine.GoVersion == "" || doc.Revision.VCS == "" {
+		t.Errorf("header: %+v", doc)
 	}
-	results, _ := doc["results"].([]any)
-	if len(results) == 0 {
-		t.Fatal("no results")
+	if !doc.GatesOK || len(doc.Passes) == 0 {
+		t.Fatalf("gates %v, %d passes", doc.GatesOK, len(doc.Passes))
 	}
-	keys := []string{"workload", "contender", "runs_us", "median_us", "ci_pct", "blocks_per_trace", "peak",
-		"theoretical_peak", "quality", "gates_ok", "gc_per_trace", "bytes_per_trace"}
-	for _, r := range results {
-		m := r.(map[string]any)
-		for _, k := range keys {
-			if _, ok := m[k]; !ok {
-				t.Errorf("result missing key %q: %v", k, m)
+	for _, p := range doc.Passes {
+		for _, w := range p.Workloads {
+			if len(w.Cells) != cells {
+				t.Errorf("%d cells, want %d", len(w.Cells), cells)
+			}
+			for _, c := range w.Cells {
+				if !c.GatesOK {
+					t.Errorf("%s failed its gates", c.Contender)
+				}
 			}
 		}
-		if m["gates_ok"] != true {
-			t.Errorf("%v/%v failed its gates: %v", m["workload"], m["contender"], m["gate_errors"])
-		}
-		if runs := m["runs_us"].([]any); len(runs) < 2 {
-			t.Errorf("%v/%v: %d runs, want >= 2", m["workload"], m["contender"], len(runs))
-		}
 	}
-}
+	if len(doc.Targets) == 0 || doc.Targets[0].Status == "" || doc.Targets[0].Want.Op != "<=" {
+		t.Errorf("targets: %+v", doc.Targets)
+	}
 
-func TestScoreboardTableAndSVG(t *testing.T) {
 	dir := t.TempDir()
-	var out, errOut bytes.Buffer
-	args := []string{"-quick", "-q", "-svg", dir, "-workloads", "steady-decode,churn-touch",
-		"-contenders", "locus-mailbox,locus-inline,sync-pool"}
-	if err := run(args, &out, &errOut); err != nil {
-		t.Fatalf("run: %v\n%s", err, errOut.String())
+	run := filepath.Join(dir, "run.json")
+	if err := os.WriteFile(run, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{"GOMAXPROCS=", "go1", "touch=byte", "locus-mailbox", "Targets", "Legend"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, out.String())
-		}
+	status, md, errOut := runCmd(t, "report", "-svg", filepath.Join(dir, "fig"), run)
+	if status, txt, _ := runCmd(t, "report", "-text", run); status != 0 || !strings.Contains(txt, "Legend") {
+		t.Errorf("report -text: status %d\n%s", status, txt)
 	}
-	for _, f := range []string{"velocity.svg", "quality.svg", "touch-steady-decode.svg"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Errorf("figure %s: %v", f, err)
-			continue
-		}
-		if !bytes.Contains(b, []byte("<svg")) {
-			t.Errorf("%s is not SVG", f)
-		}
+	if status != 0 || !strings.Contains(md, "# Benchmarks") || !strings.Contains(md, "### churn-touch") {
+		t.Fatalf("report: status %d %s\n%s", status, errOut, md)
+	}
+	if figs, _ := filepath.Glob(filepath.Join(dir, "fig", "*.svg")); len(figs) == 0 {
+		t.Error("report -svg wrote no figures")
+	}
+	status, cmp, errOut := runCmd(t, "compare", run, run)
+	if status != 0 || !strings.Contains(cmp, "consistent") {
+		t.Fatalf("compare: status %d %s\n%s", status, errOut, cmp)
 	}
 }
 
-func TestThreadQuickJSON(t *testing.T) {
-	args := []string{"thread", "-quick", "-q", "-json"}
-	if testing.Short() {
-		args = append(args, "-exp", "0352,0357,0358")
+func TestScoreboardText(t *testing.T) {
+	dir := t.TempDir()
+	status, out, errOut := runCmd(t, "-quick", "-runs", "3", "-passes", "paced", "-pace", "5us", "-workloads", "burst-storm",
+		"-contenders", "mutex-freelist-checked", "-svg", dir)
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errOut)
 	}
-	var out, errOut bytes.Buffer
-	if err := run(args, &out, &errOut); err != nil {
-		t.Fatalf("run: %v\n%s", err, errOut.String())
+	for _, want := range []string{"scoreboard —", "GOMAXPROCS=", "paced", "burst-storm", "locus-mailbox", "Targets", "Legend", "figures:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
-	var doc ThreadReport
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+	if !strings.Contains(errOut, "process 3/3") || !strings.Contains(errOut, "done in") {
+		t.Errorf("no progress lines on stderr:\n%s", errOut)
+	}
+}
+
+func TestThreadQuick(t *testing.T) {
+	exps := "0352,0357,0358"
+	if !testing.Short() && !race.Enabled {
+		exps = ""
+	}
+	status, out, errOut := runCmd(t, "thread", "-quick", "-q", "-json", "-runs", "3", "-exp", exps)
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errOut)
+	}
+	var doc eval.Thread
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not JSON: %v", err)
 	}
-	if len(doc.Ledger) == 0 {
-		t.Fatal("empty ledger")
+	if doc.Schema != eval.ThreadSchema || len(doc.Ledger) == 0 || !doc.GatesOK {
+		t.Fatalf("thread document: %+v", doc)
 	}
 	for _, r := range doc.Ledger {
-		if r.Verdict == "invalid" || r.Prediction == "" || r.Rust == "" || r.Go == "" {
+		if r.Verdict == eval.Invalid || r.Prediction == "" || r.Rust == "" || r.Go == "" {
 			t.Errorf("%s: bad row %+v", r.ID, r)
 		}
 	}
 }
 
+// Bad flags are refused before any measurement, with status 2.
 func TestBadFlags(t *testing.T) {
-	var out, errOut bytes.Buffer
-	for _, args := range [][]string{{"-touch", "sideways"}, {"-workloads", "nope"}, {"-contenders", "nope"}, {"thread", "-exp", "9999"}} {
-		if err := run(args, &out, &errOut); err == nil {
-			t.Errorf("%v: no error", args)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-runs", "2"},
+		{"-pace", "0"},
+		{"-pace", "-1ms"},
+		{"-pace", "soon"},
+		{"-passes", "sideways"},
+		{"-passes", "paced", "-pace", "off"},
+		{"-contenders", "sync-pool,sync-pool"},
+		{"-contenders", "nope"},
+		{"-workloads", "nope"},
+		{"-workloads", "long-tail,long-tail"},
+		{"-touch", "sideways"},
+		{"-svg", filepath.Join(file, "dir")},
+		{"stray"},
+		{"thread", "-exp", "9999"},
+		{"thread", "-runs", "1"},
+		{"report"},
+		{"report", file},
+		{"compare", file},
+	} {
+		status, _, errOut := runCmd(t, args...)
+		if status != 2 {
+			t.Errorf("%v: status %d, want 2 (%s)", args, status, errOut)
 		}
 	}
+}
+
+func TestHelpListsSubcommands(t *testing.T) {
+	status, _, errOut := runCmd(t, "-help")
+	if status != 0 {
+		t.Fatalf("status %d", status)
+	}
+	for _, want := range []string{"thread", "report", "compare", "-runs", "-pace", "Exit status"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("help lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+func TestList(t *testing.T) {
+	status, out, _ := runCmd(t, "-list")
+	for _, want := range []string{"steady-decode", "locus-mailbox", "mutex-freelist-checked", "go-buffer-pool", "mcache"} {
+		if status != 0 || !strings.Contains(out, want) {
+			t.Errorf("list lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func FuzzPaceFlag(f *testing.F) {
+	for _, s := range []string{"30us", "off", "0", "-1s", "1h", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var p paceFlag
+		if err := p.Set(s); err == nil && p.d < 0 {
+			t.Fatalf("Set(%q) accepted a negative pace %v", s, p.d)
+		} else if err == nil && p.d == 0 && s != "off" {
+			t.Fatalf("Set(%q) gave pace 0", s)
+		}
+	})
 }

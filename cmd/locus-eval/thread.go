@@ -1,80 +1,81 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
-	"time"
 
 	"github.com/locus-go/locus/bench"
+	"github.com/locus-go/locus/internal/eval"
 )
-
-// ThreadReport is the -json document of locus-eval thread.
-type ThreadReport struct {
-	Suite      string            `json:"suite"`
-	GoVersion  string            `json:"go_version"`
-	GOMAXPROCS int               `json:"gomaxprocs"`
-	NumCPU     int               `json:"num_cpu"`
-	GOGC       string            `json:"gogc"`
-	Touch      string            `json:"touch"`
-	Ledger     []bench.LedgerRow `json:"ledger"`
-}
 
 func runThread(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("locus-eval thread", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	exps := fs.String("exp", "", "comma-separated experiments (default all: "+strings.Join(bench.ExperimentIDs(), ",")+")")
-	runs := fs.Int("runs", 2, "runs per configuration (>= 2; a third above 5 %)")
-	runTime := fs.Duration("time", 250*time.Millisecond, "timed duration of one run")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: locus-eval thread [flags]
+
+Replays the LOCUS design thread's experiments 0351–0359 on this machine: each experiment's configurations are
+timed interleaved over -runs processes, as on the scoreboard, and its bar is judged on the 99 % intervals
+(confirmed, falsified, inconclusive). Exit status 1 when a configuration failed its gates.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	exps := fs.String("exp", "", "comma-separated experiments (default all: "+strings.Join(eval.ExperimentIDs(), ",")+")")
+	runs := fs.Int("runs", eval.DefaultRuns, fmt.Sprintf("measuring processes (at least %d)", eval.MinRuns))
 	touch := fs.String("touch", "byte", "touch of the trace configurations: byte, full or none")
-	asJSON := fs.Bool("json", false, "print one JSON document")
-	quick := fs.Bool("quick", false, "tiny runs, for smoke tests")
-	quiet := fs.Bool("q", false, "no progress line on stderr")
+	asJSON := fs.Bool("json", false, "print the JSON document instead of the ledger")
+	quick := fs.Bool("quick", false, "tiny blocks and rounds: a smoke test whose figures mean nothing")
+	quiet := fs.Bool("q", false, "no progress on stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	o := bench.DefaultOptions()
-	if *quick {
-		o = bench.QuickOptions()
-	} else {
-		o.RunTime = *runTime
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	o.Runs = *runs
+	o := eval.ThreadOptions{Runs: *runs, Quick: *quick, IDs: splitList(*exps)}
 	var err error
 	if o.Touch, err = bench.ParseTouchMode(*touch); err != nil {
 		return err
 	}
-	if !*quiet {
-		o.Progress = progress(stderr)
+	if o.Runs < eval.MinRuns {
+		return fmt.Errorf("%w: -runs %d; at least %d processes", eval.ErrConfig, o.Runs, eval.MinRuns)
 	}
-	var ids []string
-	if *exps != "" {
-		for _, id := range strings.Split(*exps, ",") {
-			ids = append(ids, strings.TrimSpace(id))
+	for _, id := range o.IDs {
+		if !contains(eval.ExperimentIDs(), id) {
+			return fmt.Errorf("%w: unknown experiment %q (have %s)", eval.ErrConfig, id, strings.Join(eval.ExperimentIDs(), ", "))
 		}
 	}
-	start := time.Now()
-	rows, err := bench.RunThread(ids, o)
+	var finish func(seconds float64)
+	o.Progress, finish = progressTo(stderr, *quiet)
+	t, err := eval.RunThread(o)
 	if err != nil {
+		finish(-1)
 		return err
 	}
-	if !*quiet {
-		fmt.Fprintf(stderr, "\r%-70s\rdone in %s\n", "", time.Since(start).Round(100*time.Millisecond))
-	}
+	finish(t.WallSeconds)
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(ThreadReport{Suite: "design thread 0351–0359 replay", GoVersion: runtime.Version(),
-			GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GOGC: gogc(), Touch: o.Touch.String(), Ledger: rows})
+		if err := writeJSON(stdout, t); err != nil {
+			return err
+		}
+	} else {
+		eval.WriteLedger(stdout, t)
 	}
-	fmt.Fprintf(stdout, "Design thread 0351–0359 replayed — %s, GOMAXPROCS=%d, NumCPU=%d, GOGC=%s, trace touch=%s\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), gogc(), o.Touch)
-	fmt.Fprintln(stdout, "Rust figures: the record's per-run points (Apple Silicon, criterion slope); Go: median of run medians here.")
-	fmt.Fprint(stdout, bench.FormatLedger(rows))
-	fmt.Fprintln(stdout, "\nVerdicts: confirmed = the bar holds here; tie = the 95 % CIs overlap and the bar does not hold;")
-	fmt.Fprintln(stdout, "falsified = the bar fails with separated CIs; invalid = a gate failed.")
+	if !t.GatesOK {
+		return fmt.Errorf("%w: %w", errFailed, errors.New("some configurations failed their proof gates (INVALID)"))
+	}
 	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }

@@ -9,8 +9,15 @@
 // cache shares their blocks, workers release whole sequences with one push,
 // and the command prints the blocks held with and without sharing.
 //
+// With -metrics it serves the pool's and the manager's Prometheus metrics
+// at /metrics on a loopback address, and keeps serving them after the run
+// until interrupted; with -events (shared scenario) it publishes the
+// manager's cache events in vLLM's format on a ZMQ PUB socket, one batch
+// per scheduling step, for KV-cache-aware routers.
+//
 //	go run ./examples/serving -requests 256 -workers 4
 //	go run ./examples/serving -scenario shared
+//	go run ./examples/serving -scenario shared -metrics 127.0.0.1:9090 -events tcp://127.0.0.1:5557
 package main
 
 import (
@@ -18,10 +25,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/locus-go/locus"
 	"github.com/locus-go/locus/kv"
+	"github.com/locus-go/locus/kv/events"
+	"github.com/locus-go/locus/metrics"
 )
 
 type config struct {
@@ -43,20 +55,50 @@ func main() {
 	flag.IntVar(&c.system, "system", 512, "shared scenario: tokens of each system prompt")
 	flag.IntVar(&c.prompts, "system-prompts", 2, "shared scenario: distinct system prompts")
 	scenario := flag.String("scenario", "private", "private (a block table per request) or shared (prefix cache)")
+	metricsAddr := flag.String("metrics", "", "serve Prometheus metrics at /metrics on this loopback address, e.g. 127.0.0.1:9090")
+	public := flag.Bool("metrics-public", false, "allow -metrics on an address other than loopback")
+	var o observer
+	flag.StringVar(&o.events, "events", "", "shared scenario: publish KV cache events in vLLM's format on this ZMQ endpoint, e.g. tcp://127.0.0.1:5557")
+	flag.StringVar(&o.topic, "topic", events.Topic("serving", "toy"), "topic of the KV events")
 	flag.Parse()
 	run := serve
 	switch *scenario {
 	case "private":
+		if o.events != "" {
+			fail(2, "-events needs -scenario shared")
+		}
 	case "shared":
 		run = serveShared
 	default:
-		fmt.Fprintln(os.Stderr, "serving: -scenario is private or shared")
-		os.Exit(2)
+		fail(2, "-scenario is private or shared")
 	}
-	if err := run(os.Stdout, c); err != nil {
-		fmt.Fprintln(os.Stderr, "serving:", err)
-		os.Exit(1)
+	if *metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		_, addr, err := serveMetrics(*metricsAddr, *public, reg)
+		if err != nil {
+			fail(1, err)
+		}
+		o.reg = reg
+		fmt.Printf("metrics at http://%s/metrics\n", addr)
 	}
+	err := run(os.Stdout, c, &o)
+	if cerr := o.close(os.Stdout); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fail(1, err)
+	}
+	if o.reg != nil {
+		fmt.Println("serving metrics until interrupted")
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt)
+		<-sig
+	}
+}
+
+func fail(code int, msg any) {
+	fmt.Fprintln(os.Stderr, "serving:", msg)
+	os.Exit(code)
 }
 
 type request struct {
@@ -65,12 +107,15 @@ type request struct {
 	table *kv.Table
 }
 
-func serve(out io.Writer, c config) error {
+func serve(out io.Writer, c config, o *observer) error {
 	p, err := locus.Default(locus.WithBlocks(c.blocks))
 	if err != nil {
 		return err
 	}
 	defer p.Close()
+	if err := o.register(metrics.NewPool("kv", p)); err != nil {
+		return err
+	}
 
 	// Workers: each owns a sender and releases finished requests' tables.
 	done := make([]chan *request, c.workers)

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
 
 	"github.com/locus-go/locus"
 	"github.com/locus-go/locus/kv"
+	"github.com/locus-go/locus/metrics"
 )
 
 // serveShared is the serving loop over a kv.Manager: every request's prompt
@@ -15,17 +17,24 @@ import (
 // appends a token per step, and workers release finished sequences through
 // their own releaser. It reports the blocks held against what the same
 // requests would hold without sharing.
-func serveShared(out io.Writer, c config) error {
+func serveShared(out io.Writer, c config, o *observer) error {
 	p, err := locus.Default(locus.WithBlocks(c.blocks))
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	m, err := kv.New(p, kv.WithTokensPerBlock(c.tokensPerBlock))
+	opts, err := o.managerOptions()
+	if err != nil {
+		return err
+	}
+	m, err := kv.New(p, append(opts, kv.WithTokensPerBlock(c.tokensPerBlock))...)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	if err := errors.Join(o.register(metrics.NewPool("kv", p)), o.register(metrics.NewManager("kv", m))); err != nil {
+		return err
+	}
 
 	type request struct {
 		id    kv.SeqID
@@ -60,6 +69,9 @@ func serveShared(out io.Writer, c config) error {
 	for finished < c.requests {
 		steps++
 		if _, err := m.Drain(); err != nil { // apply the workers' releases
+			return err
+		}
+		if _, err := p.Drain(); err != nil { // publish the pool's counts for the metrics
 			return err
 		}
 		for k := 0; k < c.arrivals && admitted < c.requests; k++ {
@@ -98,6 +110,7 @@ func serveShared(out io.Writer, c config) error {
 			kept = append(kept, r)
 		}
 		active = kept
+		o.step() // this step's cache events go out as one batch
 		private := 0
 		for _, r := range active {
 			private += blocksFor(r.n)
@@ -112,6 +125,9 @@ func serveShared(out io.Writer, c config) error {
 	}
 	wg.Wait()
 	if _, err := m.Drain(); err != nil {
+		return err
+	}
+	if _, err := p.Drain(); err != nil {
 		return err
 	}
 	st := m.Stats()

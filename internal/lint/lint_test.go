@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +19,72 @@ var fences = map[string][]string{
 	"golang.org/x/sys/unix": {"backing/mmap"},
 	"syscall":               {"backing/mmap"},
 	"testing":               {"conformance", "bench"},
+
+	"github.com/prometheus/client_golang/prometheus":          {"metrics", "examples"},
+	"github.com/prometheus/client_golang/prometheus/promhttp": {"examples"},
+	"github.com/go-zeromq/zmq4":                               {"kv/events"},
+	"github.com/tinylib/msgp/msgp":                            {"kv/events"},
+	"gonum.org/v1/plot":                                       {"internal/eval", "cmd"},
+	"github.com/libp2p/go-buffer-pool":                        {"bench"},
+	"github.com/bytedance/gopkg/lang/mcache":                  {"bench"},
+}
+
+// heavy are module path prefixes that users of the engine and the
+// allocators must not compile, directly or through anything they import.
+var heavy = []string{
+	"github.com/prometheus/",
+	"github.com/go-zeromq/",
+	"github.com/tinylib/",
+	"github.com/vmihailenco/",
+	"gonum.org/",
+	"github.com/libp2p/",
+	"github.com/bytedance/",
+	"golang.org/x/term",
+	"github.com/locus-go/locus/bench",
+	"github.com/locus-go/locus/internal/eval",
+	"github.com/locus-go/locus/conformance",
+}
+
+// libraries are the packages a serving engine imports to get blocks.
+var libraries = []string{
+	"github.com/locus-go/locus",
+	"github.com/locus-go/locus/pool/...",
+	"github.com/locus-go/locus/backing/...",
+	"github.com/locus-go/locus/transport/mailbox",
+	"github.com/locus-go/locus/transport/sharded",
+	"github.com/locus-go/locus/transport/shared",
+	"github.com/locus-go/locus/policy/...",
+	"github.com/locus-go/locus/kv",
+	"github.com/locus-go/locus/classes",
+	"github.com/locus-go/locus/pages",
+}
+
+// TestLibraryDeps keeps Prometheus, ZMQ, MessagePack, plotting and the test
+// machinery out of what an engine compiles when it imports the pool, a
+// component, kv, classes or pages: those live in metrics, kv/events, bench,
+// internal/eval and conformance, which an engine imports only by choice.
+func TestLibraryDeps(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	cmd := exec.Command(gobin, append([]string{"list", "-deps"}, libraries...)...)
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 20 {
+		t.Fatalf("go list found only %d packages", len(deps))
+	}
+	for _, d := range deps {
+		for _, h := range heavy {
+			if strings.HasPrefix(d, h) {
+				t.Errorf("the library packages compile %s", d)
+			}
+		}
+	}
 }
 
 // TestImportFences keeps unsafe memory and raw syscalls inside backing/mmap,

@@ -49,19 +49,22 @@
 package mailbox
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/cpu"
 
 	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/transport/internal/roster"
 )
 
 // Transport is a set of per-producer chunk mailboxes. The zero value is ready
-// to use; New returns one too. It must not be copied after first use.
+// to use; New returns one too. A nil *Transport makes no producers, and its
+// Drain and Close do nothing. It must not be copied after first use.
 type Transport struct {
-	mu     sync.Mutex             // serialises changes to boxes
-	boxes  atomic.Pointer[[]*box] // copy-on-write list; Drain reads it without locking
+	mu     sync.Mutex // serialises changes to boxes
+	boxes  roster.List[*box]
 	closed atomic.Bool
 }
 
@@ -104,33 +107,35 @@ type Producer struct {
 
 var _ pool.Producer = (*Producer)(nil)
 
+var errNilTransport = fmt.Errorf("%w: mailbox: nil Transport", pool.ErrInvalidConfig)
+
 // NewProducer adds a mailbox for one producer. Safe to call from any
-// goroutine, also while the owner drains.
+// goroutine, also while the owner drains. It fails with pool.ErrClosed after
+// Close.
 func (t *Transport) NewProducer() (pool.Producer, error) {
+	if t == nil {
+		return nil, errNilTransport
+	}
 	if t.closed.Load() {
 		return nil, pool.ErrClosed
 	}
 	b := new(box)
 	t.mu.Lock()
-	var next []*box
-	if old := t.boxes.Load(); old != nil {
-		next = append(next, *old...)
-	}
-	next = append(next, b)
-	t.boxes.Store(&next)
+	t.boxes.Add(b)
 	t.mu.Unlock()
 	return &Producer{t: t, b: b}, nil
 }
 
 // Send publishes a copy of chunk with one CAS. It never waits for the owner.
-// It fails with pool.ErrClosed after the transport is closed.
+// It fails with pool.ErrClosed after Close of the producer or the transport,
+// and for a nil or zero Producer.
 //
 // The copy goes into nodes of nodeHandles handles each, linked so that the
 // chunk's last part is on top, and the whole chain is published at once: a
 // node never has to grow, so a producer allocates only when more handles
 // are in flight than ever before.
 func (p *Producer) Send(chunk []pool.Handle) error {
-	if p.closed || p.t.closed.Load() {
+	if p == nil || p.b == nil || p.closed || p.t.closed.Load() {
 		return pool.ErrClosed
 	}
 	if len(chunk) == 0 {
@@ -162,7 +167,7 @@ func (p *Producer) Send(chunk []pool.Handle) error {
 // sent before is delivered by the owner's next Drain, which then forgets the
 // mailbox. Call it after the producer's last Send. Close is idempotent.
 func (p *Producer) Close() error {
-	if p.closed {
+	if p == nil || p.b == nil || p.closed {
 		return nil
 	}
 	p.closed = true
@@ -204,14 +209,14 @@ func (p *Producer) grow() *node {
 
 // Drain takes every mailbox's chunks, one Swap per non-empty mailbox, and
 // passes them to sink oldest first per producer, mailboxes in creation order.
-// It then forgets the mailboxes of retired producers.
+// It then forgets the mailboxes of retired producers. After Close, on a nil
+// Transport and with a nil sink it takes nothing.
 func (t *Transport) Drain(sink *pool.Sink) {
-	boxes := t.boxes.Load()
-	if boxes == nil {
+	if t == nil || sink == nil || t.closed.Load() {
 		return
 	}
 	gone := false
-	for _, b := range *boxes {
+	for _, b := range t.boxes.Load() {
 		// Load retired before taking: if it is set, the producer's last
 		// Send happened before, so this take empties the box for good.
 		if b.retired.Load() {
@@ -247,27 +252,20 @@ func (t *Transport) Drain(sink *pool.Sink) {
 	}
 }
 
-// forget drops the mailboxes Drain found retired. Only the owner reads the
-// list without the lock, and it is here, so the list can be compacted in
-// place; NewProducer copies it under the lock.
+// forget drops the mailboxes Drain found retired.
 func (t *Transport) forget() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	old := *t.boxes.Load()
-	live := old[:0]
-	for _, b := range old {
-		if !b.gone {
-			live = append(live, b)
-		}
-	}
-	clear(old[len(live):])
-	t.boxes.Store(&live)
+	t.boxes.Compact(func(b *box) bool { return b.gone })
+	t.mu.Unlock()
 }
 
-// Close makes later sends fail with pool.ErrClosed. Chunks still in the
-// mailboxes are dropped with the transport. Sends racing with Close may be
-// accepted and dropped too. Close is idempotent.
+// Close makes later sends and NewProducer fail with pool.ErrClosed. Chunks
+// still in the mailboxes are dropped with the transport (Drain delivers
+// nothing after Close). Sends racing with Close may be accepted and dropped
+// too. Close is idempotent and does nothing on a nil Transport.
 func (t *Transport) Close() error {
-	t.closed.Store(true)
+	if t != nil {
+		t.closed.Store(true)
+	}
 	return nil
 }

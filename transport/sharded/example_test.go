@@ -107,3 +107,35 @@ func ExampleProducer_TrySend() {
 	// 3 <nil> false
 	// 0 pool: transport full true
 }
+
+// A producer made for one request is closed when the request is done: what
+// it sent is still delivered, and the Drain that takes its last item forgets
+// its queue.
+func ExampleProducer_Close() {
+	tr, err := sharded.New(sharded.WithCapacity(4), sharded.WithBatch(2))
+	if err != nil {
+		panic(err)
+	}
+	defer tr.Close()
+	prod, err := tr.NewProducer()
+	if err != nil {
+		panic(err)
+	}
+	if err := prod.Send(make([]pool.Handle, 3)); err != nil {
+		panic(err)
+	}
+	if err := prod.Close(); err != nil {
+		panic(err)
+	}
+	fmt.Println("Send after Close:", prod.Send(make([]pool.Handle, 1)))
+
+	drained := 0
+	sink := pool.NewSink(func(chunk []pool.Handle) { drained += len(chunk) })
+	tr.Drain(sink) // two of three: the batch limit
+	tr.Drain(sink) // the last one; the queue is forgotten
+	st := tr.Stats()
+	fmt.Printf("drained %d; producers %d, submitted %d, pending %d\n", drained, st.Producers, st.Submitted, st.Pending)
+	// Output:
+	// Send after Close: pool: closed
+	// drained 3; producers 0, submitted 3, pending 0
+}

@@ -6,62 +6,73 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/transport/internal/bounded"
 )
 
 // queue is one producer's ring. See the package doc for the protocol.
 type queue struct {
-	// Set by NewProducer, then only read.
+	// Set by NewProducer, then only read; retired is written once.
 	handles []pool.Handle   // per-handle mode: one handle per slot
 	chunks  [][]pool.Handle // chunk mode: one chunk buffer per slot
-	wake    chan struct{}   // one token: the owner wakes a parked producer
+	retired atomic.Bool     // set by Producer.Close after the producer's last Send
 
 	// The producer's line.
-	_       cpu.CacheLinePad
-	tail    atomic.Uint64 // items published; written by the producer only
-	waiting atomic.Bool   // the producer found the queue full and may park
-	full    atomic.Uint64 // written by the producer only
-	blocked atomic.Uint64 // written by the producer only
-	put     uint64        // the producer's copy of tail
-	slot    int           // the producer's: slot of item tail
-	seen    uint64        // head as the producer last loaded it: full while put-seen == capacity
+	_    cpu.CacheLinePad
+	tail atomic.Uint64 // items published; written by the producer only
+	put  uint64        // the producer's copy of tail
+	slot int           // the producer's: slot of item tail
+	seen uint64        // head as the producer last loaded it: full while put-seen == capacity
 
 	// The owner's line.
 	_     cpu.CacheLinePad
 	head  atomic.Uint64 // items drained; written by the owner only
 	taken uint64        // the owner's copy of head
 	next  int           // the owner's: slot of item head
-	gone  bool          // the owner's: retired and fully drained
+	gone  bool          // the owner's: retired and drained, to be forgotten
 	_     cpu.CacheLinePad
 
-	retired atomic.Bool // set by Producer.Close after the last Send
+	park bounded.Parking // where the producer waits while the queue is full
 }
 
 // Producer is one producer's endpoint: it owns one queue of the transport.
-// It is used by one goroutine at a time.
+// It is used by one goroutine at a time. Make it with Transport.NewProducer;
+// the calls of a zero or nil Producer fail with an error wrapping
+// pool.ErrClosed.
 type Producer struct {
-	t      *Transport
-	q      *queue // also holds the producer's own state, away from other producers'
-	closed bool
+	end bounded.Endpoint
+	t   *Transport
+	q   *queue // also holds the producer's own state, away from other producers'
 }
 
 var _ pool.TryProducer = (*Producer)(nil)
 
+var errNoProducer = bounded.NoProducer("sharded")
+
+// check returns why the producer may not send, or nil.
+func (p *Producer) check() error {
+	if p == nil {
+		return errNoProducer
+	}
+	return p.end.Check(errNoProducer)
+}
+
 // Send enqueues chunk: each handle as an item of its own, or the whole chunk
 // as one item with WithChunks. While the queue is full it waits, parked, for
 // the owner to drain, so a per-handle chunk longer than the capacity goes
-// through piecewise. It fails with pool.ErrClosed after Close, also while
-// waiting; handles it enqueued before that are dropped with the transport. The
-// caller may reuse chunk as soon as Send returns.
+// through piecewise. It fails with pool.ErrClosed after the producer's or the
+// transport's Close, also while waiting; handles it enqueued before that are
+// delivered (after Producer.Close) or dropped with the transport (after
+// Transport.Close). The caller may reuse chunk as soon as Send returns.
 func (p *Producer) Send(chunk []pool.Handle) error {
-	if p.closed || p.t.closed.Load() {
-		return pool.ErrClosed
+	if err := p.check(); err != nil {
+		return err
 	}
 	if p.t.chunked {
 		if len(chunk) == 0 {
 			return nil
 		}
 		if !p.room() {
-			if err := p.wait(); err != nil {
+			if err := p.t.gate.Wait(&p.q.park, p.room); err != nil {
 				return err
 			}
 		}
@@ -70,7 +81,7 @@ func (p *Producer) Send(chunk []pool.Handle) error {
 	}
 	for _, h := range chunk {
 		if !p.room() {
-			if err := p.wait(); err != nil {
+			if err := p.t.gate.Wait(&p.q.park, p.room); err != nil {
 				return err
 			}
 		}
@@ -82,17 +93,18 @@ func (p *Producer) Send(chunk []pool.Handle) error {
 // TrySend enqueues what fits without waiting and returns how many handles of
 // chunk, from the front, it enqueued: as many as fit with per-handle items,
 // all or none with WithChunks. It returns pool.ErrFull if that was not all of
-// them, and pool.ErrClosed (having enqueued none) after Close.
+// them, and pool.ErrClosed (having enqueued none) after the producer's or the
+// transport's Close.
 func (p *Producer) TrySend(chunk []pool.Handle) (int, error) {
-	if p.closed || p.t.closed.Load() {
-		return 0, pool.ErrClosed
+	if err := p.check(); err != nil {
+		return 0, err
 	}
 	if len(chunk) == 0 {
 		return 0, nil
 	}
 	if p.t.chunked {
 		if !p.room() {
-			p.q.full.Add(1)
+			p.t.gate.Full()
 			return 0, pool.ErrFull
 		}
 		p.putChunk(chunk)
@@ -100,7 +112,7 @@ func (p *Producer) TrySend(chunk []pool.Handle) (int, error) {
 	}
 	for i, h := range chunk {
 		if !p.room() {
-			p.q.full.Add(1)
+			p.t.gate.Full()
 			return i, pool.ErrFull
 		}
 		p.putHandle(h)
@@ -108,16 +120,15 @@ func (p *Producer) TrySend(chunk []pool.Handle) (int, error) {
 	return len(chunk), nil
 }
 
-// Close retires the producer: later sends fail with pool.ErrClosed, and
-// once the owner's drains have taken everything it sent, the transport
-// forgets its queue. Call it after the producer's last Send. Close is
-// idempotent.
+// Close retires the producer: later sends fail with pool.ErrClosed, what it
+// sent before is still delivered exactly once by the owner's drains, and the
+// Drain that takes its last item forgets its queue, so that retired
+// producers cost later drains nothing. Call it after the producer's last
+// Send, from the same goroutine. Close is idempotent and returns nil.
 func (p *Producer) Close() error {
-	if p.closed {
-		return nil
+	if p != nil && p.end.Close() {
+		p.q.retired.Store(true) // after the last publish of tail: see Drain
 	}
-	p.closed = true
-	p.q.retired.Store(true)
 	return nil
 }
 
@@ -154,25 +165,4 @@ func (p *Producer) publish() {
 	}
 	q.put++
 	q.tail.Store(q.put)
-}
-
-// wait parks the producer until its queue has room or the transport closes.
-func (p *Producer) wait() error {
-	q := p.q
-	q.blocked.Add(1)
-	for {
-		q.waiting.Store(true)
-		if p.room() {
-			q.waiting.Store(false)
-			return nil
-		}
-		if p.t.closed.Load() {
-			q.waiting.Store(false)
-			return pool.ErrClosed
-		}
-		select {
-		case <-q.wake:
-		case <-p.t.done:
-		}
-	}
 }

@@ -13,28 +13,23 @@
 // Choose it to bound the memory in flight per producer (at most capacity items
 // each, however far the owner falls behind), to push back on workers that free
 // faster than the owner drains, or to replay the record's sharded arms. Use
-// chunk items unless you replay the per-handle runs: in the record one enqueue
-// per chunk took the 4-producer commanded cycle from 12.9–13.4 to 10.8 µs
-// (0353), and the sharded chunk queue ran the mixed-lifetime trace in 80–81 µs
-// against 282–283 µs for the shared per-handle queue (0354, 3.5×). It is still
-// slower than transport/mailbox, the default: the mailbox beat it by 6–8 % on
-// the same trace (0357: 69–72 against 74–78 µs) with no capacity or batch to
-// tune and no producer ever waiting. bench's BenchmarkSend (16-handle chunks, a 2-vCPU
-// VM, Go 1.26) measures per handle about 4.1 ns for per-handle items, 1.4 ns
-// for chunk items and 1.8 ns for the mailbox when one goroutine sends and
-// drains, and 12–14, 4.3–6.9 and 1.9–3.8 ns when one to four producers race an
-// owner that drains in a loop: a full queue makes its producer park until the
-// owner wakes it, which the unbounded mailbox never does.
+// chunk items unless you replay the per-handle runs: one enqueue per chunk
+// costs a fraction of one per handle (0353), and in the record the sharded
+// chunk queue ran the mixed-lifetime trace several times faster than the
+// shared per-handle queue (0354). It is still slower than transport/mailbox,
+// the default, which has no capacity or batch to tune and never makes a
+// producer wait (0357); here a full queue makes its producer park until the
+// owner wakes it. bench's BenchmarkSend compares the transports on your
+// machine.
 //
 // # Contract
 //
 //   - A Producer (NewProducer) owns one queue. Send enqueues its chunk: one
 //     item per handle, or one item for the whole chunk, which is copied into
 //     a slot buffer of the queue. While the queue is full Send waits for the
-//     owner to drain, parked on a channel: it does not spin. A per-handle
-//     chunk longer than the capacity goes through piecewise as the owner
-//     drains; a chunk item may have any length. Send fails with
-//     pool.ErrClosed once the transport is closed, also while waiting.
+//     owner to drain, parked on a condition variable: it does not spin. A
+//     per-handle chunk longer than the capacity goes through piecewise as
+//     the owner drains; a chunk item may have any length.
 //   - TrySend enqueues what fits now and returns how many handles that was,
 //     with pool.ErrFull if not all: as many handles as fit in per-handle
 //     mode, the whole chunk or nothing in chunk mode.
@@ -46,15 +41,25 @@
 //     memory is the queue's slot, reused by later sends.
 //   - A producer's handles are delivered exactly once, in the order it sent
 //     them.
-//   - Close releases producers waiting on a full queue (their Send returns
-//     pool.ErrClosed) and fails later sends and NewProducer. Items still
-//     queued are dropped, and so may be those of sends racing with Close;
-//     Drain delivers nothing after Close. Close is idempotent.
+//   - Producer.Close retires the producer: its later sends fail with
+//     pool.ErrClosed, what it sent is still delivered, and the Drain that
+//     takes its last item forgets its queue, so that a producer made per
+//     request and closed costs later drains nothing.
+//   - Transport.Close, which may race any call, releases producers waiting on
+//     a full queue (their Send returns pool.ErrClosed) and fails later sends
+//     and NewProducer. Items still queued are dropped, and so may be those of
+//     sends racing with Close; Drain delivers nothing after Close. Close is
+//     idempotent.
+//   - Nothing panics on a nil or zero Transport or Producer: NewProducer
+//     fails with an error wrapping pool.ErrInvalidConfig, sends with one
+//     wrapping pool.ErrClosed, and the rest do nothing. Drain with a nil
+//     sink takes nothing.
 //
-// In steady state Send and Drain allocate nothing. A per-handle queue
-// allocates its ring once, in NewProducer. A chunk queue's slot buffers grow
-// to the largest chunk they have carried and are then reused, so a chunk
-// queue holds up to capacity times the largest chunk of memory.
+// In steady state Send and Drain allocate nothing, also when a Drain forgets
+// retired queues. A per-handle queue allocates its ring once, in
+// NewProducer. A chunk queue's slot buffers grow to the largest chunk they
+// have carried and are then reused, so a chunk queue holds up to capacity
+// times the largest chunk of memory.
 //
 // # Protocol and invariants
 //
@@ -77,16 +82,21 @@
 // (growing it if the chunk is longer than any it carried before) and then
 // publishes it with one store.
 //
-// A producer that finds its queue full announces itself in waiting, re-loads
-// head, and parks on the queue's one-token wake channel only if the queue is
-// still full. The owner, after storing a new head, loads waiting and, if set,
-// puts a token into wake without blocking. Of the producer's (store waiting,
-// load head) and the owner's (store head, load waiting) at least one sees the
-// other's store, because sync/atomic operations are sequentially consistent:
-// either the producer sees the room or the owner sees the producer and leaves
-// it a token, which a later receive finds. No wake-up is lost; a stale token
-// only makes a later wait re-check once. Close closes a channel that every
-// parked producer also waits on.
+// A producer that finds its queue full waits on the queue's Parking (package
+// transport/internal/bounded) with head as the state it re-checks; the owner,
+// after storing a new head, wakes it. The Parking's protocol loses no
+// wake-up: of the producer's (count itself waiting, load head) and the
+// owner's (store head, load the waiting count) at least one sees the other's
+// write. Transport.Close sets the closed flag and then wakes every queue's
+// Parking, under the mutex that NewProducer holds while it checks the flag
+// and adds a queue, so no producer sleeps through Close.
+//
+// Retirement: Producer.Close stores the queue's retired flag after the
+// producer's last store of tail. Drain loads retired before it loads tail, so
+// a Drain that sees the flag sees the final tail; if it takes the queue's
+// last item it marks the queue and, after its pass, drops it from the list
+// and adds its count (tail = head) to the forgotten total that Stats adds
+// back, so the counters never go down.
 //
 // Happens-before: the producer writes an item's slot before it stores tail,
 // and the owner loads tail before it reads the slot, so a Send that returns
@@ -98,68 +108,71 @@
 package sharded
 
 import (
-	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/transport/internal/bounded"
+	"github.com/locus-go/locus/transport/internal/roster"
 )
 
 // Transport is a set of bounded per-producer queues. Build it with New; the
-// zero value is not usable. NewProducer and the producers' calls are safe from
-// any goroutine; Drain and Close are the owner's. A Transport must not be
-// copied.
+// zero value and a nil *Transport are not usable (NewProducer fails). The
+// producers' calls and NewProducer, Stats and Close are safe from any
+// goroutine; Drain is the owner's. A Transport must not be copied.
 type Transport struct {
+	// Set by New, then only read.
 	chunked  bool
 	capacity int
 	batch    uint64
-	closed   atomic.Bool
-	done     chan struct{}            // closed by Close: releases parked producers
-	queues   atomic.Pointer[[]*queue] // copy-on-write list; Drain reads it without locking
-	mu       sync.Mutex               // serialises changes to queues, Close and Stats
-	retired  Stats                    // counters of forgotten queues; guarded by mu
+
+	gate      bounded.Gate // closed flag, read by every send; counters
+	mu        sync.Mutex   // serialises NewProducer, forgetting, Close's wake-ups and Stats
+	queues    roster.List[*queue]
+	forgotten uint64 // items of the queues Drain forgot, all delivered; guarded by mu
 }
 
 var _ pool.BoundedTransport = (*Transport)(nil)
 
-var errZero = fmt.Errorf("%w: sharded: zero Transport; make it with New", pool.ErrInvalidConfig)
+var errNoTransport = bounded.NoTransport("sharded")
 
 // New returns a transport with no producers yet. By default every handle is
 // an item and each queue holds DefaultCapacity of them, drained DefaultBatch
 // at a time; WithChunks makes every chunk an item, with DefaultChunkCapacity
-// and DefaultChunkBatch. Invalid values fail with an error wrapping
-// pool.ErrInvalidConfig.
+// and DefaultChunkBatch. A later option overrides an earlier one. A nil option
+// and values out of range fail with an error wrapping pool.ErrInvalidConfig.
 func New(opts ...Option) (*Transport, error) {
-	cfg, err := newConfig(opts)
+	cfg, err := bounded.Build("sharded", opts, Option.apply, defaults)
 	if err != nil {
 		return nil, err
 	}
-	return &Transport{
-		chunked:  cfg.chunks,
-		capacity: cfg.capacity,
-		batch:    uint64(cfg.batch),
-		done:     make(chan struct{}),
-	}, nil
+	return &Transport{chunked: cfg.Chunks, capacity: cfg.Capacity, batch: uint64(cfg.Batch)}, nil
 }
 
 // Bounds returns the per-queue capacity and batch limit, whether an item is a
-// whole chunk, and PerProducer: true.
+// whole chunk, and PerProducer: true. A zero or nil Transport has zero
+// Bounds.
 func (t *Transport) Bounds() pool.Bounds {
+	if t == nil || t.capacity == 0 {
+		return pool.Bounds{}
+	}
 	return pool.Bounds{Capacity: t.capacity, Batch: int(t.batch), Chunked: t.chunked, PerProducer: true}
 }
 
 // NewProducer adds a queue for one producer goroutine and returns its
 // endpoint, a *Producer. Safe to call from any goroutine, also while the owner
 // drains. It fails with pool.ErrClosed after Close, and with an error wrapping
-// pool.ErrInvalidConfig on a Transport not made by New.
+// pool.ErrInvalidConfig on a zero or nil Transport.
 func (t *Transport) NewProducer() (pool.Producer, error) {
-	if t.closed.Load() {
+	if t == nil {
+		return nil, errNoTransport
+	}
+	if t.gate.Closed() {
 		return nil, pool.ErrClosed
 	}
-	if t.done == nil {
-		return nil, errZero
+	if t.capacity == 0 {
+		return nil, errNoTransport
 	}
-	q := &queue{wake: make(chan struct{}, 1)}
+	q := new(queue)
 	if t.chunked {
 		q.chunks = make([][]pool.Handle, t.capacity)
 	} else {
@@ -167,37 +180,32 @@ func (t *Transport) NewProducer() (pool.Producer, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed.Load() {
+	if t.gate.Closed() { // checked under mu: Close wakes the queues it finds under mu
 		return nil, pool.ErrClosed
 	}
-	var next []*queue
-	if old := t.queues.Load(); old != nil {
-		next = append(next, *old...)
-	}
-	next = append(next, q)
-	t.queues.Store(&next)
-	return &Producer{t: t, q: q}, nil
+	t.queues.Add(q)
+	return &Producer{end: t.gate.Open(), t: t, q: q}, nil
 }
 
 // Drain takes from every queue, in the order their producers were made, at
 // most the batch limit of items, oldest first, and passes their handles to
-// sink. Every item published before the call is taken, up to the limit. After
-// Close it delivers nothing. Only the owner calls Drain.
+// sink. Every item published before the call is taken, up to the limit. It
+// then forgets the queues of closed producers that it emptied. After Close,
+// on a zero or nil Transport and with a nil sink it takes nothing. Only the
+// owner calls Drain.
 func (t *Transport) Drain(sink *pool.Sink) {
-	if t.closed.Load() {
-		return
-	}
-	qs := t.queues.Load()
-	if qs == nil {
+	if t == nil || sink == nil || t.gate.Closed() {
 		return
 	}
 	gone := false
-	for _, q := range *qs {
-		// Load retired before draining: if it is set, everything the
-		// producer will ever send is in the queue already.
+	for _, q := range t.queues.Load() {
+		if q == nil {
+			continue // forgotten by a Drain that a sink called
+		}
+		// Load retired before drain loads tail: if it is set, tail is
+		// final.
 		retired := q.retired.Load()
-		t.drain(q, sink)
-		if retired && q.taken == q.tail.Load() {
+		if t.drain(q, sink) && retired {
 			q.gone, gone = true, true
 		}
 	}
@@ -206,31 +214,13 @@ func (t *Transport) Drain(sink *pool.Sink) {
 	}
 }
 
-// forget drops the queues Drain found retired and empty, keeping their
-// counts. Stats reads the list from any goroutine, so it is copied.
-func (t *Transport) forget() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old := *t.queues.Load()
-	live := make([]*queue, 0, len(old))
-	for _, q := range old {
-		if !q.gone {
-			live = append(live, q)
-			continue
-		}
-		t.retired.Submitted += q.tail.Load()
-		t.retired.Drained += q.head.Load()
-		t.retired.Full += q.full.Load()
-		t.retired.Blocked += q.blocked.Load()
-	}
-	t.queues.Store(&live)
-}
-
-// drain takes up to a batch of items from one queue.
-func (t *Transport) drain(q *queue, sink *pool.Sink) {
-	n := min(q.tail.Load()-q.taken, t.batch)
+// drain takes up to a batch of items from one queue and reports whether it
+// took all that were published.
+func (t *Transport) drain(q *queue, sink *pool.Sink) (empty bool) {
+	tail := q.tail.Load()
+	n := min(tail-q.taken, t.batch)
 	if n == 0 {
-		return
+		return true
 	}
 	m, i := int(n), q.next
 	if t.chunked {
@@ -253,25 +243,36 @@ func (t *Transport) drain(q *queue, sink *pool.Sink) {
 	q.next = i
 	q.taken += n
 	q.head.Store(q.taken) // the slots are the producer's again
-	if q.waiting.Load() {
-		select {
-		case q.wake <- struct{}{}:
-		default: // a token is already there
+	q.park.Wake(1)        // the producer, if it waits for room
+	return q.taken == tail
+}
+
+// forget drops the queues Drain marked, keeping their counts.
+func (t *Transport) forget() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.queues.Compact(func(q *queue) bool {
+		if q.gone {
+			t.forgotten += q.taken
 		}
-	}
+		return q.gone
+	})
 }
 
 // Close makes later sends and NewProducer fail with pool.ErrClosed and
 // releases producers waiting on a full queue, whose Send returns
 // pool.ErrClosed. Items still queued are dropped with the transport; so may
-// be items of sends racing with Close. Close is idempotent and returns nil.
+// be items of sends racing with Close. Close may be called from any
+// goroutine, more than once; it returns nil, and does nothing on a nil
+// Transport.
 func (t *Transport) Close() error {
+	if t == nil {
+		return nil
+	}
+	t.gate.Close()
 	t.mu.Lock()
-	if !t.closed.Load() {
-		t.closed.Store(true)
-		if t.done != nil { // nil in a zero Transport
-			close(t.done)
-		}
+	for _, q := range t.queues.Load() {
+		q.park.WakeAll()
 	}
 	t.mu.Unlock()
 	return nil
@@ -280,13 +281,14 @@ func (t *Transport) Close() error {
 // Stats is a snapshot of the counters of all of a transport's queues, summed.
 // Items are handles, or chunks with WithChunks. The counts are exact once
 // producers are quiet and the owner is not draining; while they run, a
-// snapshot reads the queues one after another, though Submitted >= Drained
-// always holds.
+// snapshot reads the queues one after another, yet every counter but
+// Producers and Pending only grows from one snapshot to the next, and
+// Submitted >= Drained always holds. Forgotten queues stay counted.
 type Stats struct {
 	Capacity  int  // items each queue holds
 	Batch     int  // most items one Drain takes from each queue
 	Chunked   bool // whether an item is a whole chunk
-	Producers int  // live queues: producers made by NewProducer and not yet retired and drained
+	Producers int  // producers made by NewProducer and not yet closed
 
 	Submitted uint64 // items published by sends
 	Drained   uint64 // items passed to a sink by Drain
@@ -295,25 +297,25 @@ type Stats struct {
 	Blocked   uint64 // times a Send found its queue full and waited for the owner
 }
 
-// Stats returns the counters of all queues, retired ones included. It is
-// safe to call from any goroutine.
+// Stats returns the counters of all queues, forgotten ones included. It is
+// safe to call from any goroutine. A nil Transport has zero Stats.
 func (t *Transport) Stats() Stats {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st := t.retired
-	st.Capacity, st.Batch, st.Chunked = t.capacity, int(t.batch), t.chunked
-	qs := t.queues.Load()
-	if qs == nil {
-		return st
+	if t == nil {
+		return Stats{}
 	}
-	st.Producers = len(*qs)
-	for _, q := range *qs {
+	c := t.gate.Counts()
+	st := Stats{
+		Capacity: t.capacity, Batch: int(t.batch), Chunked: t.chunked,
+		Producers: c.Producers, Full: c.Full, Blocked: c.Blocked,
+	}
+	t.mu.Lock()
+	st.Submitted, st.Drained = t.forgotten, t.forgotten
+	for _, q := range t.queues.Load() {
 		head := q.head.Load() // before tail, so that tail >= head
 		st.Submitted += q.tail.Load()
 		st.Drained += head
-		st.Full += q.full.Load()
-		st.Blocked += q.blocked.Load()
 	}
+	t.mu.Unlock()
 	st.Pending = st.Submitted - st.Drained
 	return st
 }

@@ -88,3 +88,30 @@ func ExampleProducer_TrySend() {
 	// 2 <nil>
 	// {Capacity:4 Batch:64 Producers:1 Submitted:6 Drained:4 Pending:2 Full:1 Blocked:0}
 }
+
+// A producer made for one request is closed when the request is done; what
+// it sent stays queued until the owner drains it.
+func ExampleProducer_Close() {
+	tr, err := shared.New(shared.WithCapacity(8))
+	if err != nil {
+		panic(err)
+	}
+	defer tr.Close()
+	prod, err := tr.NewProducer()
+	if err != nil {
+		panic(err)
+	}
+	if err := prod.Send(make([]pool.Handle, 3)); err != nil {
+		panic(err)
+	}
+	if err := prod.Close(); err != nil {
+		panic(err)
+	}
+	fmt.Println("Send after Close:", prod.Send(make([]pool.Handle, 1)))
+	tr.Drain(pool.NewSink(func(chunk []pool.Handle) { fmt.Println("drained", len(chunk)) }))
+	fmt.Printf("%+v\n", tr.Stats())
+	// Output:
+	// Send after Close: pool: closed
+	// drained 3
+	// {Capacity:8 Batch:64 Producers:0 Submitted:3 Drained:3 Pending:0 Full:0 Blocked:0}
+}

@@ -1,10 +1,6 @@
 package shared
 
-import (
-	"fmt"
-
-	"github.com/locus-go/locus/pool"
-)
+import "github.com/locus-go/locus/transport/internal/bounded"
 
 // Defaults of New: the record's shared per-handle queue (the locus_shared
 // contender of LOCUS-EVAL v1 and the shared_per_handle path of 0354).
@@ -18,43 +14,31 @@ const (
 // MaxCapacity is the largest capacity New accepts. A queue slot takes 80
 // bytes (a handle, a sequence number and padding against false sharing), so
 // a queue of MaxCapacity handles takes 80 MiB.
-const MaxCapacity = 1 << 20
+const MaxCapacity = bounded.MaxCapacity
 
-// Option configures New. Build options with WithCapacity and WithBatch.
-type Option interface{ apply(*config) }
+// MaxBatch is the largest batch New accepts.
+const MaxBatch = bounded.MaxBatch
 
-type config struct {
-	capacity int
-	batch    int
-}
+// Option configures New. Build options with WithCapacity and WithBatch; a
+// later option overrides an earlier one of the same kind. A nil Option makes
+// New fail with an error wrapping pool.ErrInvalidConfig.
+type Option interface{ apply(*bounded.Config) }
 
-type optionFunc func(*config)
+type option func(*bounded.Config)
 
-func (f optionFunc) apply(c *config) { f(c) }
+func (f option) apply(c *bounded.Config) { f(c) }
 
 // WithCapacity sets how many handles the queue holds, 1 to MaxCapacity
 // (default DefaultCapacity). A Send waits while the queue is full.
-func WithCapacity(n int) Option { return optionFunc(func(c *config) { c.capacity = n }) }
+func WithCapacity(n int) Option {
+	return option(func(c *bounded.Config) { c.SetCapacity(n) })
+}
 
-// WithBatch sets the most handles one Drain takes, at least 1 (default
+// WithBatch sets the most handles one Drain takes, 1 to MaxBatch (default
 // DefaultBatch). A batch larger than the capacity is allowed: a Drain then
 // keeps taking handles that producers add while it runs, up to the batch.
-func WithBatch(n int) Option { return optionFunc(func(c *config) { c.batch = n }) }
-
-// newConfig applies opts over the defaults and validates the result.
-func newConfig(opts []Option) (config, error) {
-	cfg := config{capacity: DefaultCapacity, batch: DefaultBatch}
-	for _, o := range opts {
-		if o == nil {
-			return cfg, fmt.Errorf("%w: shared: nil option", pool.ErrInvalidConfig)
-		}
-		o.apply(&cfg)
-	}
-	if cfg.capacity < 1 || cfg.capacity > MaxCapacity {
-		return cfg, fmt.Errorf("%w: shared: capacity %d, want 1 to %d", pool.ErrInvalidConfig, cfg.capacity, MaxCapacity)
-	}
-	if cfg.batch < 1 {
-		return cfg, fmt.Errorf("%w: shared: batch %d, want at least 1", pool.ErrInvalidConfig, cfg.batch)
-	}
-	return cfg, nil
+func WithBatch(n int) Option {
+	return option(func(c *bounded.Config) { c.SetBatch(n) })
 }
+
+func defaults(bool) (capacity, batch int) { return DefaultCapacity, DefaultBatch }

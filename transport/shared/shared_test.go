@@ -1,109 +1,246 @@
 package shared_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
+	"math"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/internal/race"
-	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/transport/internal/transporttest"
 	"github.com/locus-go/locus/transport/shared"
 )
 
-func TestNew(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		opts    []shared.Option
-		ok      bool
-		capa    int
-		batch   int
-		wantErr string
-	}{
-		{name: "defaults", ok: true, capa: 1024, batch: 64},
-		{name: "record", opts: []shared.Option{shared.WithCapacity(256), shared.WithBatch(8)}, ok: true, capa: 256, batch: 8},
-		{name: "smallest", opts: []shared.Option{shared.WithCapacity(1), shared.WithBatch(1)}, ok: true, capa: 1, batch: 1},
-		{name: "batch over capacity", opts: []shared.Option{shared.WithCapacity(4), shared.WithBatch(100)}, ok: true, capa: 4, batch: 100},
-		{name: "last option wins", opts: []shared.Option{shared.WithCapacity(0), shared.WithCapacity(8)}, ok: true, capa: 8, batch: 64},
-		{name: "zero capacity", opts: []shared.Option{shared.WithCapacity(0)}, wantErr: "capacity 0"},
-		{name: "negative capacity", opts: []shared.Option{shared.WithCapacity(-1)}, wantErr: "capacity -1"},
-		{name: "capacity too large", opts: []shared.Option{shared.WithCapacity(shared.MaxCapacity + 1)}, wantErr: "capacity"},
-		{name: "zero batch", opts: []shared.Option{shared.WithBatch(0)}, wantErr: "batch 0"},
-		{name: "negative batch", opts: []shared.Option{shared.WithBatch(-3)}, wantErr: "batch -3"},
-		{name: "nil option", opts: []shared.Option{nil}, wantErr: "nil option"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			tr, err := shared.New(c.opts...)
-			if !c.ok {
-				if !errors.Is(err, pool.ErrInvalidConfig) || tr != nil {
-					t.Fatalf("New = %v, %v; want nil and an error wrapping pool.ErrInvalidConfig", tr, err)
-				}
-				if !strings.Contains(err.Error(), c.wantErr) {
-					t.Errorf("error %q does not mention %q", err, c.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			want := pool.Bounds{Capacity: c.capa, Batch: c.batch}
-			if got := tr.Bounds(); got != want {
-				t.Errorf("Bounds() = %+v, want %+v", got, want)
-			}
-			if st := tr.Stats(); st.Capacity != c.capa || st.Batch != c.batch {
-				t.Errorf("Stats() = %+v, want capacity %d batch %d", st, c.capa, c.batch)
+// subject describes a configuration to the shared checks. The queue keeps no
+// state per producer, so there are no queues to count.
+func subject(opts ...shared.Option) transporttest.Subject {
+	return transporttest.Subject{
+		New:    func() (pool.Transport, error) { return shared.New(opts...) },
+		Counts: counts,
+	}
+}
+
+func counts(tr pool.Transport) transporttest.Counts {
+	st := tr.(*shared.Transport).Stats()
+	return transporttest.Counts{
+		Producers: st.Producers, Submitted: st.Submitted, Drained: st.Drained,
+		Pending: st.Pending, Full: st.Full, Blocked: st.Blocked,
+	}
+}
+
+type config struct{ capacity, batch int }
+
+func (c config) String() string { return fmt.Sprintf("capacity=%d/batch=%d", c.capacity, c.batch) }
+
+func (c config) subject() transporttest.Subject {
+	return subject(shared.WithCapacity(c.capacity), shared.WithBatch(c.batch))
+}
+
+// run runs check over every configuration as subtests.
+func run(t *testing.T, configs []config, check func(transporttest.Subject) error) {
+	for _, c := range configs {
+		t.Run(c.String(), func(t *testing.T) {
+			if err := check(c.subject()); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
 }
 
-func TestTrySendFull(t *testing.T) {
-	tr := mustNew(t, shared.WithCapacity(4), shared.WithBatch(4))
-	prod := mustProducer(t, tr)
-	hs := seq(0, 6)
-	if n, err := prod.TrySend(hs); n != 4 || !errors.Is(err, pool.ErrFull) {
-		t.Fatalf("TrySend of 6 into 4 = (%d, %v), want (4, pool.ErrFull)", n, err)
-	}
-	if n, err := prod.TrySend(hs[4:]); n != 0 || !errors.Is(err, pool.ErrFull) {
-		t.Fatalf("TrySend into a full queue = (%d, %v), want (0, pool.ErrFull)", n, err)
-	}
-	if n, err := prod.TrySend(nil); n != 0 || err != nil {
-		t.Fatalf("TrySend(nil) = (%d, %v), want (0, nil)", n, err)
-	}
-	wantStats(t, tr, shared.Stats{Capacity: 4, Batch: 4, Producers: 1, Submitted: 4, Pending: 4, Full: 2})
+// tiny queues make producers wait all the time.
+var tiny = []config{{4, 3}, {4, 100}}
 
-	r := newRecorder()
-	tr.Drain(r.sink)
-	r.want(t, hs[:4])
-	if n, err := prod.TrySend(hs[4:]); n != 2 || err != nil {
-		t.Fatalf("TrySend after a drain = (%d, %v), want (2, nil)", n, err)
+// scale returns n, or n/4 under the race detector.
+func scale(n int) int {
+	if race.Enabled {
+		return max(n/4, 1)
 	}
-	tr.Drain(r.sink)
-	r.want(t, hs)
-	wantStats(t, tr, shared.Stats{Capacity: 4, Batch: 4, Producers: 1, Submitted: 6, Drained: 6, Full: 2})
+	return n
+}
+
+func TestTrySendFull(t *testing.T) { run(t, tiny, transporttest.TrySendFull) }
+
+func TestSendWaits(t *testing.T) {
+	run(t, tiny, func(s transporttest.Subject) error { return transporttest.SendWaits(s, 4) })
+}
+
+func TestCloseReleasesParked(t *testing.T) {
+	run(t, tiny, func(s transporttest.Subject) error { return transporttest.CloseReleasesParked(s, 3) })
+}
+
+// TestManyProducers: more producers than the queue holds race the owner.
+func TestManyProducers(t *testing.T) {
+	for _, c := range []struct {
+		config
+		producers, chunks int
+	}{
+		{config{4, 2}, 16, 60},
+		{config{1, 1}, 8, 40},
+		{config{64, 64}, 4, 400},
+		{config{16, 100}, 8, 100},
+	} {
+		run(t, []config{c.config}, func(s transporttest.Subject) error {
+			return transporttest.ManyProducers(s, c.producers, c.chunks)
+		})
+	}
+}
+
+var retireConfigs = []config{{4, 3}, {DefaultCapacity, DefaultBatch}}
+
+// DefaultCapacity and DefaultBatch name the defaults in tables.
+const DefaultCapacity, DefaultBatch = shared.DefaultCapacity, shared.DefaultBatch
+
+// TestRetire: thousands of producers made, used and closed one after
+// another; their handles stay queued until drained, and the counters stay
+// whole.
+func TestRetire(t *testing.T) {
+	run(t, retireConfigs, func(s transporttest.Subject) error { return transporttest.Retire(s, scale(3000)) })
+}
+
+func TestRetireRacing(t *testing.T) {
+	run(t, retireConfigs, func(s transporttest.Subject) error { return transporttest.RetireRacing(s, 4, scale(400)) })
+}
+
+func TestCloseRace(t *testing.T) {
+	run(t, retireConfigs, func(s transporttest.Subject) error { return transporttest.CloseRace(s, 4) })
+}
+
+func TestPool(t *testing.T) {
+	run(t, []config{{8, 4}}, func(s transporttest.Subject) error { return transporttest.Pool(s, scale(400)) })
+}
+
+func TestNilSink(t *testing.T) { run(t, tiny, transporttest.NilSink) }
+
+// TestUnusable: every method of nil and zero values returns an error or does
+// nothing; none panics.
+func TestUnusable(t *testing.T) {
+	var zero shared.Transport
+	for _, c := range []struct {
+		name string
+		tr   *shared.Transport
+	}{{"nil", nil}, {"zero", &zero}} {
+		t.Run("Transport/"+c.name, func(t *testing.T) {
+			if err := transporttest.Unusable(c.tr, pool.ErrInvalidConfig); err != nil {
+				t.Fatal(err)
+			}
+			if st := c.tr.Stats(); st != (shared.Stats{}) {
+				t.Fatalf("Stats() = %+v, want zero", st)
+			}
+		})
+	}
+	for _, c := range []struct {
+		name string
+		p    *shared.Producer
+	}{{"nil", nil}, {"zero", new(shared.Producer)}} {
+		t.Run("Producer/"+c.name, func(t *testing.T) {
+			if err := transporttest.UnusableProducer(c.p); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestNew covers both options, alone and combined, and hostile values: each
+// invalid configuration fails with an error wrapping pool.ErrInvalidConfig
+// that names the problem.
+func TestNew(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		opts        []shared.Option
+		capa, batch int // zero: New must fail
+		wantErr     string
+	}{
+		{name: "defaults", capa: 1024, batch: 64},
+		{name: "record", opts: []shared.Option{shared.WithCapacity(256), shared.WithBatch(8)}, capa: 256, batch: 8},
+		{name: "smallest", opts: []shared.Option{shared.WithCapacity(1), shared.WithBatch(1)}, capa: 1, batch: 1},
+		{name: "batch over capacity", opts: []shared.Option{shared.WithCapacity(4), shared.WithBatch(100)}, capa: 4, batch: 100},
+		{name: "largest batch", opts: []shared.Option{shared.WithBatch(shared.MaxBatch)}, capa: 1024, batch: shared.MaxBatch},
+		{name: "zero capacity", opts: []shared.Option{shared.WithCapacity(0)}, wantErr: "shared: capacity 0, want 1 to 1048576"},
+		{name: "negative capacity", opts: []shared.Option{shared.WithCapacity(-1)}, wantErr: "capacity -1"},
+		{name: "smallest int capacity", opts: []shared.Option{shared.WithCapacity(math.MinInt)}, wantErr: "capacity"},
+		{name: "capacity too large", opts: []shared.Option{shared.WithCapacity(shared.MaxCapacity + 1)}, wantErr: "capacity 1048577"},
+		{name: "largest int capacity", opts: []shared.Option{shared.WithCapacity(math.MaxInt)}, wantErr: "capacity"},
+		{name: "zero batch", opts: []shared.Option{shared.WithBatch(0)}, wantErr: "shared: batch 0, want 1 to 1048576"},
+		{name: "negative batch", opts: []shared.Option{shared.WithBatch(-3)}, wantErr: "batch -3"},
+		{name: "batch too large", opts: []shared.Option{shared.WithBatch(shared.MaxBatch + 1)}, wantErr: "batch 1048577"},
+		{name: "largest int batch", opts: []shared.Option{shared.WithBatch(math.MaxInt)}, wantErr: "batch"},
+		{name: "nil option", opts: []shared.Option{nil}, wantErr: "shared: nil option at opts[0]"},
+		{name: "nil option after a valid one", opts: []shared.Option{shared.WithBatch(2), nil}, wantErr: "nil option at opts[1]"},
+		{name: "later capacity wins", opts: []shared.Option{shared.WithCapacity(0), shared.WithCapacity(8)}, capa: 8, batch: shared.DefaultBatch},
+		{name: "later bad batch wins", opts: []shared.Option{shared.WithBatch(8), shared.WithBatch(-2)}, wantErr: "batch -2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, err := shared.New(c.opts...)
+			var want pool.Bounds
+			if c.wantErr == "" {
+				want = pool.Bounds{Capacity: c.capa, Batch: c.batch}
+			}
+			if tr != nil { // before CheckNew uses it
+				if got, want := tr.Stats(), (shared.Stats{Capacity: c.capa, Batch: c.batch}); got != want {
+					t.Errorf("Stats() = %+v, want %+v", got, want)
+				}
+			}
+			must(t, transporttest.CheckNew(tr, err, "shared", want, c.wantErr))
+		})
+	}
+}
+
+// FuzzNew builds options from fuzzed values: New fails exactly when the
+// configuration is invalid, with an error wrapping pool.ErrInvalidConfig,
+// and a transport it returns has the asked bounds and carries a handle.
+func FuzzNew(f *testing.F) {
+	f.Add(4, 3, uint8(0b011))
+	f.Add(0, 0, uint8(0b011))
+	f.Add(-1, math.MaxInt, uint8(0b011))
+	f.Add(shared.MaxCapacity+1, 1, uint8(0b001))
+	f.Add(2, 2, uint8(0b111))
+	f.Add(2, 2, uint8(0b1011))
+	f.Fuzz(func(t *testing.T, capacity, batch int, flags uint8) {
+		setCap, setBatch, withNil, twice := flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0
+		var opts []shared.Option
+		wantCap, wantBatch := shared.DefaultCapacity, shared.DefaultBatch
+		if setCap {
+			opts = append(opts, shared.WithCapacity(capacity))
+			wantCap = capacity
+		}
+		if setBatch {
+			opts = append(opts, shared.WithBatch(batch))
+			wantBatch = batch
+		}
+		if withNil {
+			opts = append(opts, nil)
+		}
+		if twice && setCap {
+			opts = append(opts, shared.WithCapacity(batch)) // overrides the capacity above
+			wantCap = batch
+		}
+		var want pool.Bounds
+		if !withNil && wantCap >= 1 && wantCap <= shared.MaxCapacity && wantBatch >= 1 && wantBatch <= shared.MaxBatch {
+			want = pool.Bounds{Capacity: wantCap, Batch: wantBatch}
+		}
+		if want.Capacity > 1<<12 {
+			return // the queue would take a while to allocate
+		}
+		tr, err := shared.New(opts...)
+		must(t, transporttest.CheckNew(tr, err, "shared", want, ""))
+	})
 }
 
 func TestBatchLimit(t *testing.T) {
 	tr := mustNew(t, shared.WithCapacity(10), shared.WithBatch(3))
 	prod := mustProducer(t, tr)
-	hs := seq(0, 10)
-	if err := prod.Send(hs); err != nil {
-		t.Fatal(err)
-	}
-	r := newRecorder()
+	hs := transporttest.Seq(0, 0, 10)
+	must(t, prod.Send(hs))
+	r := transporttest.NewRecorder()
 	for i, want := range []int{3, 6, 9, 10, 10} {
-		tr.Drain(r.sink)
-		r.want(t, hs[:want])
+		tr.Drain(r.Sink)
+		must(t, r.Want(hs[:want]))
 		wantStats(t, tr, shared.Stats{Capacity: 10, Batch: 3, Producers: 1, Submitted: 10, Drained: uint64(want), Pending: uint64(10 - want)})
-		if puts := min(i+1, 4); r.puts != puts {
-			t.Fatalf("after %d drains: %d Put calls, want %d (one per non-empty drain)", i+1, r.puts, puts)
+		if puts := min(i+1, 4); len(r.Sizes) != puts {
+			t.Fatalf("after %d drains: %d Put calls, want %d (one per non-empty drain)", i+1, len(r.Sizes), puts)
 		}
 	}
 }
@@ -116,164 +253,70 @@ func TestBatchOverCapacity(t *testing.T) {
 	prod := mustProducer(t, tr)
 	next := 0
 	refill := func() {
-		n, _ := prod.TrySend(seq(next, next+2))
+		n, _ := prod.TrySend(transporttest.Seq(0, next, next+2))
 		next += n
 	}
 	refill()
-	r := newRecorder()
-	r.onPut = refill // the owner refills the queue from inside the sink
-	tr.Drain(r.sink)
-	r.want(t, seq(0, 5))
-	if !slices.Equal(r.sizes, []int{2, 2, 1}) {
-		t.Fatalf("Put sizes %v, want [2 2 1]", r.sizes)
+	r := transporttest.NewRecorder()
+	r.OnPut = refill // the owner refills the queue from inside the sink
+	tr.Drain(r.Sink)
+	must(t, r.Want(transporttest.Seq(0, 0, 5)))
+	if !slices.Equal(r.Sizes, []int{2, 2, 1}) {
+		t.Fatalf("Put sizes %v, want [2 2 1]", r.Sizes)
 	}
 }
 
-func TestSendWaitsForOwner(t *testing.T) {
-	// A chunk larger than the whole queue goes through as the owner drains.
-	tr := mustNew(t, shared.WithCapacity(4), shared.WithBatch(3))
-	prod := mustProducer(t, tr)
-	hs := seq(0, 100)
-	done := make(chan error, 1)
-	go func() { done <- prod.Send(hs) }()
-	r := newRecorder()
-	deadline := time.Now().Add(10 * time.Second)
-	for r.total() < len(hs) && time.Now().Before(deadline) {
-		tr.Drain(r.sink)
-		runtime.Gosched()
+// TestRetiredHandlesStayQueued: a closed producer's handles are delivered
+// by later drains, also when the batch leaves some, in order with the
+// handles of the producers still open.
+func TestRetiredHandlesStayQueued(t *testing.T) {
+	tr := mustNew(t, shared.WithCapacity(8), shared.WithBatch(2))
+	a, b := mustProducer(t, tr), mustProducer(t, tr)
+	must(t, a.Send(transporttest.Seq(0, 0, 3)))
+	must(t, b.Send(transporttest.Seq(1, 0, 2)))
+	must(t, a.Close())
+	must(t, a.Close())
+	wantStats(t, tr, shared.Stats{Capacity: 8, Batch: 2, Producers: 1, Submitted: 5, Pending: 5})
+	r := transporttest.NewRecorder()
+	for range 3 {
+		tr.Drain(r.Sink)
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("Send: %v", err)
-	}
-	r.want(t, hs)
-	st := tr.Stats()
-	if st.Blocked == 0 || st.Submitted != 100 || st.Drained != 100 || st.Pending != 0 || st.Full != 0 {
-		t.Fatalf("Stats() = %+v, want Blocked > 0, 100 submitted and drained, none pending or full", st)
-	}
+	must(t, r.Want(slices.Concat(transporttest.Seq(0, 0, 3), transporttest.Seq(1, 0, 2))))
+	wantStats(t, tr, shared.Stats{Capacity: 8, Batch: 2, Producers: 1, Submitted: 5, Drained: 5})
 }
 
-func TestCloseReleasesBlockedSend(t *testing.T) {
-	tr := mustNew(t, shared.WithCapacity(2))
-	prods := []pool.TryProducer{mustProducer(t, tr), mustProducer(t, tr), mustProducer(t, tr)}
-	if err := prods[0].Send(seq(0, 2)); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 2)
-	for _, p := range prods[1:] {
-		go func() { done <- p.Send(seq(10, 13)) }()
-	}
-	waitUntil(t, func() bool { return tr.Stats().Blocked == 2 })
-	if err := tr.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	for range 2 {
-		select {
-		case err := <-done:
-			if !errors.Is(err, pool.ErrClosed) {
-				t.Fatalf("blocked Send returned %v, want pool.ErrClosed", err)
+// TestStatsMonotonic reads Stats from another goroutine while producers
+// race the owner: Submitted and Drained never go down and Submitted >=
+// Drained in every snapshot.
+func TestStatsMonotonic(t *testing.T) {
+	tr := mustNew(t, shared.WithCapacity(8), shared.WithBatch(4))
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	var bad error
+	readers.Go(func() {
+		var last shared.Stats
+		for {
+			select {
+			case <-stop:
+				return
+			default:
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("Close did not release a blocked Send")
-		}
-	}
-	if err := prods[0].Send(seq(0, 1)); !errors.Is(err, pool.ErrClosed) {
-		t.Errorf("Send after Close = %v, want pool.ErrClosed", err)
-	}
-	if err := prods[0].Send(nil); !errors.Is(err, pool.ErrClosed) {
-		t.Errorf("Send(nil) after Close = %v, want pool.ErrClosed", err)
-	}
-	if n, err := prods[0].TrySend(seq(0, 1)); n != 0 || !errors.Is(err, pool.ErrClosed) {
-		t.Errorf("TrySend after Close = (%d, %v), want (0, pool.ErrClosed)", n, err)
-	}
-	if _, err := tr.NewProducer(); !errors.Is(err, pool.ErrClosed) {
-		t.Errorf("NewProducer after Close = %v, want pool.ErrClosed", err)
-	}
-	r := newRecorder()
-	tr.Drain(r.sink)
-	if r.total() != 0 {
-		t.Errorf("Drain after Close delivered %d handles", r.total())
-	}
-	if err := tr.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
-}
-
-// TestManyProducers: more producers than the queue holds, sending and
-// try-sending chunks of every size, racing the owner: every handle arrives
-// exactly once, each producer's in order, and the counters balance.
-func TestManyProducers(t *testing.T) {
-	for _, c := range []struct{ capacity, batch, producers, handles int }{
-		{4, 2, 16, 300},
-		{1, 1, 8, 200},
-		{64, 64, 4, 2000},
-		{16, 100, 8, 500},
-	} {
-		t.Run(fmt.Sprintf("capacity=%d/batch=%d/producers=%d", c.capacity, c.batch, c.producers), func(t *testing.T) {
-			tr := mustNew(t, shared.WithCapacity(c.capacity), shared.WithBatch(c.batch))
-			r := newRecorder()
-			var wg sync.WaitGroup
-			errc := make(chan error, c.producers)
-			for p := range c.producers {
-				prod := mustProducer(t, tr)
-				wg.Go(func() { errc <- produce(prod, p, c.handles) })
-			}
-			done := make(chan struct{})
-			go func() { wg.Wait(); close(done) }()
-			for running := true; running; {
-				select {
-				case <-done:
-					running = false
-				default:
-				}
-				if r.drain(tr) == 0 {
-					runtime.Gosched()
-				}
-			}
-			close(errc)
-			for err := range errc {
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			for r.drain(tr) > 0 {
-			}
-			checkDelivery(t, r.got, c.producers, c.handles)
 			st := tr.Stats()
-			total := uint64(c.producers * c.handles)
-			if st.Submitted != total || st.Drained != total || st.Pending != 0 || st.Producers != c.producers {
-				t.Fatalf("Stats() = %+v, want %d submitted and drained, none pending, %d producers", st, total, c.producers)
+			if st.Submitted < last.Submitted || st.Drained < last.Drained || st.Submitted < st.Drained ||
+				st.Pending != st.Submitted-st.Drained {
+				bad = fmt.Errorf("Stats went from %+v to %+v", last, st)
+				return
 			}
-		})
-	}
-}
-
-// produce sends handles (producer p, sequence 0..n-1) in chunks of 1 to 9,
-// every third chunk with TrySend, retrying what did not fit.
-func produce(prod pool.TryProducer, p, n int) error {
-	buf := make([]pool.Handle, 0, 9)
-	for s, c := 0, 0; s < n; c++ {
-		buf = buf[:0]
-		for k := 0; k < 1+(c*5+p)%9 && s+k < n; k++ {
-			buf = append(buf, mkHandle(p, s+k))
+			last = st
 		}
-		if c%3 == 0 {
-			for rest := buf; len(rest) > 0; {
-				m, err := prod.TrySend(rest)
-				if err != nil && !errors.Is(err, pool.ErrFull) {
-					return err
-				}
-				rest = rest[m:]
-				if len(rest) > 0 {
-					runtime.Gosched()
-				}
-			}
-		} else if err := prod.Send(buf); err != nil {
-			return err
-		}
-		s += len(buf)
-		clear(buf) // the transport must have copied the handles
-	}
-	return nil
+	})
+	err := transporttest.ManyProducers(transporttest.Subject{
+		New:    func() (pool.Transport, error) { return tr, nil },
+		Counts: counts,
+	}, 4, scale(2000))
+	close(stop)
+	readers.Wait()
+	must(t, errors.Join(err, bad))
 }
 
 // TestPublishedBeforeDrain: a handle whose Send returned before a Drain
@@ -282,15 +325,12 @@ func produce(prod pool.TryProducer, p, n int) error {
 func TestPublishedBeforeDrain(t *testing.T) {
 	const capacity = 32
 	tr := mustNew(t, shared.WithCapacity(capacity), shared.WithBatch(capacity))
-	rounds := 3000
-	if race.Enabled {
-		rounds = 500
-	}
+	rounds := scale(3000)
 	var wg sync.WaitGroup
 	for p := 1; p <= 2; p++ {
 		prod := mustProducer(t, tr)
 		wg.Go(func() {
-			buf := []pool.Handle{mkHandle(p, 0), mkHandle(p, 1), mkHandle(p, 2)}
+			buf := transporttest.Seq(p, 0, 3)
 			for prod.Send(buf) == nil {
 			}
 		})
@@ -299,7 +339,7 @@ func TestPublishedBeforeDrain(t *testing.T) {
 	start, sent := make(chan int), make(chan error)
 	go func() {
 		for i := range start {
-			sent <- probe.Send([]pool.Handle{mkHandle(0, i)})
+			sent <- probe.Send([]pool.Handle{transporttest.Handle(0, i)})
 		}
 	}()
 	var want pool.Handle
@@ -312,14 +352,12 @@ func TestPublishedBeforeDrain(t *testing.T) {
 		}
 	})
 	for i := range rounds {
-		want, seen = mkHandle(0, i), false
+		want, seen = transporttest.Handle(0, i), false
 		start <- i
 		for waiting := true; waiting; {
 			select {
 			case err := <-sent:
-				if err != nil {
-					t.Fatal(err)
-				}
+				must(t, err)
 				waiting = false
 			default:
 				tr.Drain(sink) // make room for the probe
@@ -337,120 +375,21 @@ func TestPublishedBeforeDrain(t *testing.T) {
 	wg.Wait()
 }
 
-// TestPool frees blocks of a real pool from worker goroutines through a small
-// queue while the owner allocates and drains.
-func TestPool(t *testing.T) {
-	const blocks, workers = 64, 4
-	b, err := heap.New(64, blocks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pool.New(b, mustNew(t, shared.WithCapacity(8), shared.WithBatch(4)), lifo.Policy{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	rounds := 400
-	if race.Enabled {
-		rounds = 100
-	}
-	jobs := make(chan []pool.Handle, blocks)
-	var wg sync.WaitGroup
-	errc := make(chan error, workers)
-	for w := range workers {
-		s, err := p.NewSender()
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			for hs := range jobs {
-				var err error
-				if w%2 == 0 {
-					err = s.FreeChunk(hs)
-				} else {
-					for rest := hs; len(rest) > 0 && err == nil; {
-						var n int
-						n, err = s.TryFreeChunk(rest)
-						rest = rest[n:]
-						if errors.Is(err, pool.ErrFull) {
-							err = nil
-							runtime.Gosched()
-						}
-					}
-				}
-				if err != nil {
-					errc <- err
-					return
-				}
-			}
-		})
-	}
-	allocated := 0
-	for i := 0; i < rounds; {
-		if _, err := p.Drain(); err != nil {
-			t.Fatal(err)
-		}
-		hs := make([]pool.Handle, 1+i%7)
-		if err := p.AllocChunk(hs); errors.Is(err, pool.ErrExhausted) {
-			runtime.Gosched()
-			continue
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		for _, h := range hs {
-			buf, err := p.Bytes(h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			buf[0] = byte(i) // the worker's free hands the block back
-		}
-		jobs <- hs
-		allocated += len(hs)
-		i++
-	}
-	close(jobs)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for running := true; running || p.Stats().Live > 0; {
-		select {
-		case <-done:
-			running = false
-		case err := <-errc:
-			t.Fatal(err)
-		default:
-		}
-		if n, err := p.Drain(); err != nil {
-			t.Fatal(err)
-		} else if n == 0 {
-			runtime.Gosched()
-		}
-	}
-	st := p.Stats()
-	if st.Live != 0 || st.Allocs != uint64(allocated) || st.RemoteSubmitted != uint64(allocated) ||
-		st.RemoteDrained != st.RemoteSubmitted || st.Rejected != 0 {
-		t.Fatalf("pool Stats() = %+v, want all %d blocks back, submitted = drained, none rejected", st, allocated)
-	}
-	if ts := p.Transport().Stats(); ts.Submitted != uint64(allocated) || ts.Drained != ts.Submitted || ts.Pending != 0 {
-		t.Fatalf("transport Stats() = %+v, want %d submitted and drained", ts, allocated)
-	}
-}
-
+// TestZeroAllocs: Send, TrySend (also into a full queue) and Drain allocate
+// nothing.
 func TestZeroAllocs(t *testing.T) {
 	if race.Enabled {
 		t.Skip("the race runtime allocates")
 	}
 	tr := mustNew(t)
 	prod := mustProducer(t, tr)
-	chunk := seq(0, 16)
+	chunk := transporttest.Seq(0, 0, 16)
 	sink := pool.NewSink(func([]pool.Handle) {})
 	var sendErr error
 	round := func() {
-		if err := prod.Send(chunk); err != nil {
-			sendErr = err
-		}
-		if _, err := prod.TrySend(chunk); err != nil {
-			sendErr = err
-		}
+		sendErr = errors.Join(sendErr, prod.Send(chunk))
+		_, err := prod.TrySend(chunk)
+		sendErr = errors.Join(sendErr, err)
 		tr.Drain(sink)
 	}
 	if a := testing.AllocsPerRun(100, round); a != 0 || sendErr != nil {
@@ -458,31 +397,14 @@ func TestZeroAllocs(t *testing.T) {
 	}
 	full := mustNew(t, shared.WithCapacity(1))
 	fp := mustProducer(t, full)
-	if _, err := fp.TrySend(chunk[:1]); err != nil {
-		t.Fatal(err)
-	}
+	must(t, fp.Send(chunk[:1]))
 	if a := testing.AllocsPerRun(100, func() { _, _ = fp.TrySend(chunk) }); a != 0 {
 		t.Fatalf("TrySend into a full queue: %v allocs per run, want 0", a)
 	}
-}
-
-// TestZeroTransport: a Transport not made by New refuses producers instead of
-// panicking, and its other methods do nothing.
-func TestZeroTransport(t *testing.T) {
-	var tr shared.Transport
-	if _, err := tr.NewProducer(); !errors.Is(err, pool.ErrInvalidConfig) {
-		t.Fatalf("NewProducer on a zero Transport = %v, want pool.ErrInvalidConfig", err)
-	}
-	tr.Drain(pool.NewSink(func([]pool.Handle) { t.Error("delivered from a zero Transport") }))
-	_ = tr.Stats()
-	if err := tr.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tr.NewProducer(); !errors.Is(err, pool.ErrClosed) {
-		t.Fatalf("NewProducer after Close = %v, want pool.ErrClosed", err)
+	n, err := transporttest.ForgetAllocs(subject(shared.WithBatch(128)), 100)
+	must(t, err)
+	if n != 0 {
+		t.Fatalf("the Drain after 100 producers closed made %d allocations, want 0", n)
 	}
 }
 
@@ -494,85 +416,13 @@ func mustProducer(t testing.TB, tr *shared.Transport) pool.TryProducer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.(pool.TryProducer)
+	return p.(*shared.Producer)
 }
 
-// mkHandle tags a handle with (producer, sequence) as its index and
-// generation, through the public encoding; transports do not validate.
-func mkHandle(p, s int) pool.Handle {
-	var b [pool.HandleSize]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(s))
-	binary.LittleEndian.PutUint32(b[8:], uint32(p))
-	binary.LittleEndian.PutUint32(b[12:], 1)
-	var h pool.Handle
-	if err := h.UnmarshalBinary(b[:]); err != nil {
-		panic(err)
-	}
-	return h
-}
-
-// seq returns handles (0, from) .. (0, to-1).
-func seq(from, to int) []pool.Handle {
-	hs := make([]pool.Handle, 0, to-from)
-	for s := from; s < to; s++ {
-		hs = append(hs, mkHandle(0, s))
-	}
-	return hs
-}
-
-type recorder struct {
-	got   []pool.Handle
-	sizes []int
-	puts  int
-	onPut func()
-	sink  *pool.Sink
-}
-
-func newRecorder() *recorder {
-	r := &recorder{}
-	r.sink = pool.NewSink(func(chunk []pool.Handle) {
-		r.got = append(r.got, chunk...)
-		r.sizes = append(r.sizes, len(chunk))
-		r.puts++
-		if r.onPut != nil {
-			r.onPut()
-		}
-	})
-	return r
-}
-
-func (r *recorder) total() int { return len(r.got) }
-
-// drain drains once and returns how many handles it delivered.
-func (r *recorder) drain(tr *shared.Transport) int {
-	before := len(r.got)
-	tr.Drain(r.sink)
-	return len(r.got) - before
-}
-
-func (r *recorder) want(t *testing.T, hs []pool.Handle) {
+func must(t testing.TB, err error) {
 	t.Helper()
-	if !slices.Equal(r.got, hs) {
-		t.Fatalf("delivered %v, want %v", r.got, hs)
-	}
-}
-
-// checkDelivery checks that got holds, for every producer, its handles
-// 0..n-1 exactly once and in order.
-func checkDelivery(t *testing.T, got []pool.Handle, producers, n int) {
-	t.Helper()
-	next := make([]int, producers)
-	for _, h := range got {
-		p, s := h.Index(), int(h.Generation())
-		if p >= producers || s != next[p] {
-			t.Fatalf("delivered %v; producer %d's next handle should be %d (lost, duplicated or reordered)", h, p, next[p])
-		}
-		next[p]++
-	}
-	for p, s := range next {
-		if s != n {
-			t.Fatalf("producer %d: %d of %d handles delivered", p, s, n)
-		}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -580,16 +430,5 @@ func wantStats(t *testing.T, tr *shared.Transport, want shared.Stats) {
 	t.Helper()
 	if got := tr.Stats(); got != want {
 		t.Fatalf("Stats() = %+v, want %+v", got, want)
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(100 * time.Microsecond)
 	}
 }

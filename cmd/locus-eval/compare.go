@@ -1,0 +1,43 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/locus-go/locus/internal/eval"
+)
+
+func runCompare(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("locus-eval compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: locus-eval compare A.json B.json
+
+Checks two scoreboard runs recorded with -json against the stability bar: for every (pass, workload,
+contender) the intervals of the ratio to locus-mailbox overlap, and every pair of contenders that both
+runs separate is ordered the same way. Exit status 1 when the bar fails.
+`)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		fs.Usage()
+		return fmt.Errorf("compare needs two files, got %d", fs.NArg())
+	}
+	a, err := eval.ReadScoreboard(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	b, err := eval.ReadScoreboard(fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	c := eval.Compare(a, b)
+	eval.WriteComparison(stdout, c)
+	if !c.OK {
+		return fmt.Errorf("%w: the runs disagree", errFailed)
+	}
+	return nil
+}

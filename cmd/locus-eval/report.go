@@ -1,0 +1,79 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/locus-go/locus/internal/eval"
+)
+
+func runReport(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("locus-eval report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: locus-eval report [-text] [-svg DIR] RUN.json [MORE.json...] [THREAD.json]
+
+Prints BENCHMARKS.md (Markdown) from documents recorded with locus-eval -json and locus-eval thread -json:
+the first scoreboard in full, each further scoreboard (another machine or GOMAXPROCS) as a section of its
+own, and the design-thread ledger when a thread document is given. Measures nothing.
+
+  go run ./cmd/locus-eval -json > run.json
+  go run ./cmd/locus-eval thread -json > thread.json
+  go run ./cmd/locus-eval report run.json thread.json > BENCHMARKS.md
+`)
+	}
+	svgDir := fs.String("svg", "", "also write the first scoreboard's figures (SVG) into this directory")
+	text := fs.Bool("text", false, "print the scoreboards (and the ledger) as the scoreboard command prints them, not Markdown")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *svgDir != "" {
+		if err := writableDir(*svgDir); err != nil {
+			return fmt.Errorf("-svg: %w", err)
+		}
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: report needs at least one scoreboard document", eval.ErrConfig)
+	}
+	var sbs []*eval.Scoreboard
+	var th *eval.Thread
+	for _, path := range fs.Args() {
+		sb, t, err := eval.ReadDocument(path)
+		if err != nil {
+			return err
+		}
+		switch {
+		case sb != nil:
+			sbs = append(sbs, sb)
+		case th != nil:
+			return fmt.Errorf("%w: two thread documents (%s)", eval.ErrConfig, path)
+		default:
+			th = t
+		}
+	}
+	if len(sbs) > 0 && *svgDir != "" {
+		if _, err := eval.WriteFigures(*svgDir, sbs[0]); err != nil {
+			return err
+		}
+	}
+	if *text {
+		for _, sb := range sbs {
+			eval.WriteText(stdout, sb)
+		}
+		if th != nil {
+			eval.WriteLedger(stdout, th)
+		}
+		return nil
+	}
+	// The command as the document shows it names the files, not where they
+	// were on the machine that generated it.
+	names := make([]string, fs.NArg())
+	for i, path := range fs.Args() {
+		names[i] = filepath.Base(path)
+	}
+	return eval.WriteMarkdown(stdout, sbs, th, "go run ./cmd/locus-eval report "+strings.Join(names, " "))
+}

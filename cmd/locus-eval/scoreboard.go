@@ -1,0 +1,258 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/locus-go/locus/bench"
+	"github.com/locus-go/locus/internal/eval"
+)
+
+var errHelp = flag.ErrHelp
+
+const usageText = `Usage:
+  locus-eval [flags]                  the scoreboard: the unpaced v1 suite, then a paced pass at 30 µs (under 4 minutes on 2 cores)
+  locus-eval thread [flags]           the design-thread replay 0351–0359 and its ledger
+  locus-eval report RUN.json...       print BENCHMARKS.md (Markdown) from runs recorded with -json
+  locus-eval compare A.json B.json    check two recorded runs against the stability bar
+
+Every contender of a workload is opened in one process and timed in short blocks whose order changes every
+round; ratios to locus-mailbox are medians of per-round ratios over -runs processes, with 99 % intervals; a
+difference whose interval contains 1 is a tie. Exit status: 2 for bad flags, 1 when a proof gate failed, 0
+otherwise (missed performance targets are printed, they are not failures).
+
+Scoreboard flags:
+`
+
+// paceFlag is -pace: a positive duration, or "off".
+type paceFlag struct{ d time.Duration }
+
+func (p *paceFlag) String() string {
+	if p.d == 0 {
+		return "off"
+	}
+	return p.d.String()
+}
+
+func (p *paceFlag) Set(s string) error {
+	if s == "off" {
+		p.d = 0
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if d <= 0 {
+		return fmt.Errorf("pace must be positive (or off), got %v", d)
+	}
+	p.d = d
+	return nil
+}
+
+func runScoreboard(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("locus-eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
+	runs := fs.Int("runs", eval.DefaultRuns, fmt.Sprintf("measuring processes (at least %d)", eval.MinRuns))
+	pace := &paceFlag{eval.DefaultPace}
+	fs.Var(pace, "pace", "simulated compute after every step of the paced pass: a positive duration, or off")
+	passes := fs.String("passes", "both", "passes to run: both, unpaced or paced")
+	workloads := fs.String("workloads", "", "comma-separated workloads (default all)")
+	contenders := fs.String("contenders", "", "comma-separated contenders (default all; locus-mailbox is always included)")
+	touch := fs.String("touch", "byte", "touch of the trace workloads: byte, full or none")
+	asJSON := fs.Bool("json", false, "print the JSON document (schema in BENCHMARKS.md) instead of the text")
+	svgDir := fs.String("svg", "", "also write the figures (SVG) into this directory")
+	quick := fs.Bool("quick", false, "tiny blocks and rounds: a smoke test whose figures mean nothing")
+	list := fs.Bool("list", false, "list workloads and contenders and exit")
+	quiet := fs.Bool("q", false, "no progress on stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (subcommands: thread, report, compare)", fs.Arg(0))
+	}
+	if *list {
+		printList(stdout)
+		return nil
+	}
+	o := eval.Options{Runs: *runs, Quick: *quick}
+	var errs []error
+	switch *passes {
+	case "both":
+		o.Unpaced, o.Pace = true, pace.d
+	case "unpaced":
+		o.Unpaced = true
+	case "paced":
+		o.Pace = pace.d
+		if o.Pace == 0 {
+			errs = append(errs, errors.New("-passes paced needs a -pace"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("-passes %q: want both, unpaced or paced", *passes))
+	}
+	var err error
+	if o.Touch, err = bench.ParseTouchMode(*touch); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Workloads, err = workloadList(*workloads); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Contenders, err = contenderList(*contenders); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.Check(); err != nil {
+		errs = append(errs, err)
+	}
+	if *svgDir != "" {
+		if err := writableDir(*svgDir); err != nil {
+			errs = append(errs, fmt.Errorf("-svg: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var finish func(seconds float64)
+	o.Progress, finish = progressTo(stderr, *quiet)
+	sb, err := eval.RunScoreboard(o)
+	if err != nil {
+		finish(-1)
+		return err
+	}
+	finish(sb.WallSeconds)
+	if *svgDir != "" {
+		files, err := eval.WriteFigures(*svgDir, sb)
+		if err != nil {
+			return err
+		}
+		if !*asJSON {
+			defer fmt.Fprintf(stdout, "\nfigures: %s\n", strings.Join(files, ", "))
+		}
+	}
+	if *asJSON {
+		if err := writeJSON(stdout, sb); err != nil {
+			return err
+		}
+	} else {
+		eval.WriteText(stdout, sb)
+	}
+	if !sb.GatesOK {
+		return fmt.Errorf("%w: some cells failed their proof gates (INVALID)", errFailed)
+	}
+	return nil
+}
+
+// progressTo returns the progress sink of a run (nil when quiet) and the
+// function that ends the progress display, saying how long the run took
+// (seconds < 0: it failed).
+func progressTo(stderr io.Writer, quiet bool) (func(eval.Progress), func(seconds float64)) {
+	if quiet {
+		return nil, func(float64) {}
+	}
+	report, done := eval.NewProgressPrinter(stderr, isTerminal(stderr))
+	return report, func(seconds float64) {
+		done()
+		if seconds >= 0 {
+			fmt.Fprintf(stderr, "done in %s\n", time.Duration(seconds*1e9).Round(time.Second))
+		}
+	}
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	return enc.Encode(v)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// writableDir creates dir if needed and checks a file can be written in it.
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".locus-eval-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	return errors.Join(f.Close(), os.Remove(name))
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func workloadList(s string) ([]*bench.Workload, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var ws []*bench.Workload
+	for _, n := range splitList(s) {
+		w, err := bench.WorkloadByName(n)
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
+}
+
+// contenderList parses -contenders; the baseline is added first when absent
+// (every ratio is taken against it).
+func contenderList(s string) ([]bench.Entry, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var es []bench.Entry
+	hasBase := false
+	for _, n := range splitList(s) {
+		e, err := bench.ContenderByName(n)
+		if err != nil {
+			return nil, err
+		}
+		hasBase = hasBase || n == bench.Baseline
+		es = append(es, e)
+	}
+	if !hasBase {
+		b, err := bench.ContenderByName(bench.Baseline)
+		if err != nil {
+			return nil, err
+		}
+		es = append([]bench.Entry{b}, es...)
+	}
+	return es, nil
+}
+
+func printList(w io.Writer) {
+	fmt.Fprintln(w, "workloads:")
+	for _, wl := range bench.Workloads() {
+		fmt.Fprintf(w, "  %-14s %s\n", wl.Name, wl.Doc)
+	}
+	fmt.Fprintln(w, "contenders:")
+	for _, e := range bench.Contenders() {
+		fmt.Fprintf(w, "  %-23s %-5s %s\n", e.Name, e.Group, e.Doc)
+	}
+}

@@ -1,0 +1,198 @@
+package eval
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// synthetic returns a steady-decode board measured by "processes" whose
+// block times are scaled by the given factors (per process and round:
+// base × factor × a little deterministic wobble).
+func synthetic(factors map[string]float64, processes, rounds int, shift float64) WorkloadBoard {
+	members := []string{"locus-mailbox", "locus-inline", "mutex-freelist", "sync-pool"}
+	g := GroupSpec{ID: "unpaced/steady-decode", Harness: "trace", Workload: "steady-decode", Members: members}
+	var gd []GroupData
+	for p := range processes {
+		d := GroupData{ID: g.ID}
+		for _, m := range members {
+			md := MemberData{Name: m, Steps: 64, Traces: rounds, AllocTraces: 4, Peaks: []int{2688, 2000}, LiveSum: 1000}
+			for r := range rounds {
+				wobble := 1 + 0.01*math.Sin(float64(7*p+3*r+len(m)))
+				speed := 1 + 0.3*float64(r%2) // a speed mode every other round, shared by the round
+				md.BlockUS = append(md.BlockUS, 100*factors[m]*wobble*speed*(1+shift*float64(p)))
+			}
+			d.Members = append(d.Members, md)
+		}
+		gd = append(gd, d)
+	}
+	return buildWorkload(g, gd)
+}
+
+var factors = map[string]float64{"locus-mailbox": 1, "locus-inline": 0.5, "mutex-freelist": 1.0, "sync-pool": 2}
+
+func TestBoard(t *testing.T) {
+	wb := synthetic(factors, 4, 20, 0)
+	for _, tc := range []struct {
+		name    string
+		ratio   float64
+		verdict string
+		rank    int
+	}{
+		{"locus-mailbox", 1, "baseline", 1},
+		{"locus-inline", 0.5, "faster", 0},
+		{"mutex-freelist", 1, "tie", 1},
+		{"sync-pool", 2, "slower", 3},
+	} {
+		c := wb.Cell(tc.name)
+		if c == nil {
+			t.Fatalf("no cell %s", tc.name)
+		}
+		if math.Abs(c.Ratio.Point-tc.ratio) > 0.02 || c.Verdict != tc.verdict || c.Rank != tc.rank {
+			t.Errorf("%s: ratio %+v verdict %s rank %d, want %v %s %d", tc.name, c.Ratio, c.Verdict, c.Rank, tc.ratio, tc.verdict, tc.rank)
+		}
+		if c.Quality.Median != (2688+2000)/2.0/1344 || c.Quality.Worst != 2 {
+			t.Errorf("%s: quality %+v", tc.name, c.Quality)
+		}
+	}
+	for _, want := range []string{"locus-mailbox: ", "tie with mutex-freelist", "2.00× faster than sync-pool", "floor locus-inline takes 0.50×"} {
+		if !strings.Contains(wb.Verdict, want) {
+			t.Errorf("verdict %q lacks %q", wb.Verdict, want)
+		}
+	}
+	ab, _ := wb.Ratio("sync-pool", "locus-mailbox")
+	ba, _ := wb.Ratio("locus-mailbox", "sync-pool")
+	if !near(ab.Point*ba.Point, 1) || !near(ab.Lo*ba.Hi, 1) {
+		t.Errorf("a/b %+v and b/a %+v are not inverses", ab, ba)
+	}
+	if _, ok := wb.Ratio("nope", "sync-pool"); ok {
+		t.Error("ratio of an unknown contender")
+	}
+}
+
+func TestInvalidCellNotRanked(t *testing.T) {
+	wb := synthetic(factors, 3, 10, 0)
+	_ = wb // rebuild with a failing member
+	g := GroupSpec{ID: "unpaced/steady-decode", Harness: "trace", Workload: "steady-decode", Members: []string{"locus-mailbox", "sync-pool"}}
+	gd := []GroupData{{Members: []MemberData{{Name: "locus-mailbox", BlockUS: []float64{1, 1}}, {Name: "sync-pool", BlockUS: []float64{2}, Err: "gate"}}}}
+	b := buildWorkload(g, gd)
+	c := b.Cell("sync-pool")
+	if c.GatesOK || c.Rank != 0 || c.Verdict != "n/a" {
+		t.Fatalf("invalid cell: %+v", c)
+	}
+}
+
+func scoreboardOf(wbs ...WorkloadBoard) *Scoreboard {
+	sb := &Scoreboard{Schema: Schema, SchemaVersion: SchemaVersion, Suite: "LOCUS-EVAL v1", Created: time.Unix(0, 0).UTC(),
+		Config: RunConfig{Runs: 4, Touch: "byte", Unpaced: true}, Machine: ThisMachine(), Method: method, GatesOK: true,
+		Passes: []Pass{{Name: "unpaced", Workloads: wbs}}}
+	sb.Targets = targets(sb)
+	return sb
+}
+
+func TestCompare(t *testing.T) {
+	a := scoreboardOf(synthetic(factors, 4, 20, 0))
+	b := scoreboardOf(synthetic(factors, 4, 20, 0.001))
+	if c := Compare(a, b); !c.OK || len(c.Cells) != 3 || len(c.Conflicts) != 0 {
+		t.Fatalf("near-identical runs: %+v", c)
+	}
+	moved := map[string]float64{"locus-mailbox": 1, "locus-inline": 0.5, "mutex-freelist": 1.0, "sync-pool": 3}
+	c := Compare(a, scoreboardOf(synthetic(moved, 4, 20, 0)))
+	if c.OK {
+		t.Fatal("a run whose sync-pool moved from 2× to 3× passed the bar")
+	}
+	var buf bytes.Buffer
+	WriteComparison(&buf, c)
+	if !strings.Contains(buf.String(), "NOT consistent") || !strings.Contains(buf.String(), "NO") {
+		t.Errorf("comparison text:\n%s", buf.String())
+	}
+	flipped := map[string]float64{"locus-mailbox": 1, "locus-inline": 0.5, "mutex-freelist": 1.0, "sync-pool": 0.5}
+	if c := Compare(a, scoreboardOf(synthetic(flipped, 4, 20, 0))); c.OK || len(c.Conflicts) == 0 {
+		t.Fatalf("a flipped order: %+v", c)
+	}
+}
+
+func TestTargets(t *testing.T) {
+	sb := scoreboardOf(synthetic(factors, 4, 20, 0))
+	got := map[string]string{}
+	for _, tg := range sb.Targets {
+		got[tg.Name] = tg.Status
+		if tg.Met != (tg.Status == Met) {
+			t.Errorf("%s: met %v with status %s", tg.Name, tg.Met, tg.Status)
+		}
+	}
+	for name, want := range map[string]string{
+		"unpaced steady-decode: locus-mailbox / mutex-freelist": Undecided,
+		"unpaced steady-decode: locus-mailbox / locus-inline":   Missed,
+		"every locus contender: heap bytes per timed trace":     Met,
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %q, want %q (all: %v)", name, got[name], want, got)
+		}
+	}
+}
+
+func TestDocumentRoundTrip(t *testing.T) {
+	sb := scoreboardOf(synthetic(factors, 4, 20, 0))
+	b, err := json.Marshal(sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, th, err := ParseDocument(b)
+	if err != nil || th != nil || back == nil {
+		t.Fatalf("ParseDocument: %v %v %v", back, th, err)
+	}
+	if c := Compare(sb, back); !c.OK {
+		t.Fatalf("a run does not match itself after JSON: %+v", c)
+	}
+	var md, txt bytes.Buffer
+	if err := WriteMarkdown(&md, []*Scoreboard{back, back}, nil, "locus-eval report x.json"); err != nil {
+		t.Fatal(err)
+	}
+	WriteText(&txt, back)
+	for _, want := range []string{"# Benchmarks", "### steady-decode", "| rank | contender |", "## Another machine", "## The JSON document"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	for _, want := range []string{"scoreboard —", "steady-decode", "Targets", "Legend"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text lacks %q", want)
+		}
+	}
+	files, err := WriteFigures(t.TempDir(), back)
+	if err != nil || len(files) != 2 {
+		t.Fatalf("figures %v: %v", files, err)
+	}
+	for _, bad := range []string{`{}`, `{"schema":"x","schema_version":1}`, `{"schema":"locus-eval/scoreboard","schema_version":2}`, `[`} {
+		if _, _, err := ParseDocument([]byte(bad)); err == nil {
+			t.Errorf("ParseDocument(%s) accepted it", bad)
+		}
+	}
+}
+
+func FuzzParseDocument(f *testing.F) {
+	b, _ := json.Marshal(scoreboardOf(synthetic(factors, 3, 4, 0)))
+	f.Add(b)
+	f.Add([]byte(`{"schema":"locus-eval/thread","schema_version":1,"ledger":[{"id":"0351"}]}`))
+	f.Add([]byte(`{"schema":"locus-eval/scoreboard","schema_version":1,"passes":[{"workloads":[{"cells":[{"contender":"a","gates_ok":true}],"raw":{"members":["a","b"],"blocks_us":[[[1]]]}}]}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sb, th, err := ParseDocument(b)
+		if err != nil {
+			return
+		}
+		if (sb == nil) == (th == nil) {
+			t.Fatal("not exactly one document")
+		}
+		if sb != nil {
+			// Whatever the document holds, comparing and reporting it must not panic.
+			Compare(sb, sb)
+			var buf bytes.Buffer
+			_ = WriteMarkdown(&buf, []*Scoreboard{sb}, nil, "x")
+			WriteText(&buf, sb)
+		}
+	})
+}
