@@ -64,6 +64,19 @@ func TestInTreeTransports(t *testing.T) {
 		"shared tiny": {func() (pool.Transport, error) {
 			return shared.New(shared.WithCapacity(4), shared.WithBatch(2))
 		}, nil},
+		"shared of one": {func() (pool.Transport, error) {
+			return shared.New(shared.WithCapacity(1), shared.WithBatch(1))
+		}, nil},
+		// A batch larger than the capacity: one Drain empties a queue.
+		"sharded wide": {func() (pool.Transport, error) {
+			return sharded.New(sharded.WithCapacity(4), sharded.WithBatch(16))
+		}, nil},
+		"sharded chunks wide": {func() (pool.Transport, error) {
+			return sharded.New(sharded.WithChunks(), sharded.WithCapacity(2), sharded.WithBatch(5))
+		}, nil},
+		"shared wide": {func() (pool.Transport, error) {
+			return shared.New(shared.WithCapacity(8), shared.WithBatch(32))
+		}, nil},
 	} {
 		t.Run(name, func(t *testing.T) { wantOutcomes(t, transportSuite().run(c.newT, "conformance_test.go"), c.skips...) })
 	}
