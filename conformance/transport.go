@@ -15,9 +15,10 @@ import (
 //     once, in the order that producer sent it, with every field intact,
 //     repeats included, by many producers racing a draining owner, for
 //     chunk lengths from 1 to several times any node, queue or batch size;
-//     a Drain delivers everything published before it started; a chunk is
-//     copied at Send; instances are independent; Send and Drain allocate
-//     nothing in steady state;
+//     a Drain delivers everything published before it started, and passes
+//     handles to the sink only while it runs; a chunk is copied at Send;
+//     instances are independent; Send and Drain allocate nothing in steady
+//     state;
 //   - bounds, for a pool.BoundedTransport: its producers are TryProducers,
 //     each queue (per producer or shared, as Bounds says) holds exactly
 //     Capacity items, TrySend publishes what fits and reports pool.ErrFull,
