@@ -16,8 +16,9 @@ import (
 
 // TestEveryCombination runs the pool suite over every transport × backing ×
 // policy in the tree, bounded transports also at tiny bounds so that they
-// fill up. Over mmap the race detector cannot see block contents (see
-// backing/mmap); the heap runs cover the handoffs under -race.
+// fill up, and with a batch larger than the capacity. Over mmap the race
+// detector cannot see block contents (see backing/mmap); the heap runs cover
+// the handoffs under -race.
 func TestEveryCombination(t *testing.T) {
 	t.Run("transport=mailbox", func(t *testing.T) {
 		withBackings(t, func(*testing.T) *mailbox.Transport { return mailbox.New() })
@@ -33,6 +34,13 @@ func TestEveryCombination(t *testing.T) {
 	t.Run("transport=shared", func(t *testing.T) { withBackings(t, mustT(shared.New)) })
 	t.Run("transport=shared-tiny", func(t *testing.T) {
 		withBackings(t, mustT(shared.New, shared.WithCapacity(8), shared.WithBatch(2)))
+	})
+	// A batch larger than the capacity: one Drain empties a queue.
+	t.Run("transport=sharded-handle-wide", func(t *testing.T) {
+		withBackings(t, mustT(sharded.New, sharded.WithCapacity(4), sharded.WithBatch(16)))
+	})
+	t.Run("transport=shared-wide", func(t *testing.T) {
+		withBackings(t, mustT(shared.New, shared.WithCapacity(8), shared.WithBatch(32)))
 	})
 }
 

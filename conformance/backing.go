@@ -1,23 +1,28 @@
 package conformance
 
 import (
-	"context"
+	"cmp"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/locus-go/locus/pool"
 )
 
-// TestBacking runs the backing suite: every block has the same non-zero size
-// with no spare capacity, blocks are zeroed, disjoint and stable, Close may
-// be called twice, and a pool can be built on the backing. newB is called
-// once per case.
+// TestBacking runs the backing suite: every block has the same non-zero
+// size with no spare capacity; blocks are zeroed (also in an instance made
+// after another was dirtied and closed), disjoint (within an instance and
+// across instances, by address and by content) and stable over thousands of
+// calls; and Close returns nil and may be called again. newB is called once per case, more
+// often where a case needs several instances.
 func TestBacking(t *testing.T, newB func(t *testing.T) pool.Backing) {
 	t.Helper()
 	backingSuite().runT(t, newB)
 }
 
-// CheckBacking runs the backing suite outside go test and returns every
-// violation found.
+// CheckBacking runs the backing suite outside go test (it calls no testing
+// function) and returns every violation found, joined with errors.Join.
 func CheckBacking(newB func() (pool.Backing, error)) error {
 	return backingSuite().runCheck(newB)
 }
@@ -30,86 +35,199 @@ func backingSuite() suite[pool.Backing] {
 	}
 }
 
+type bkRun = run[pool.Backing]
+
 var backingCases = []testCase[pool.Backing]{
 	{
 		name:        "Geometry",
-		explanation: "a backing has at least one block; every block has the same non-zero length and no spare capacity",
-		run: func(ctx context.Context, b pool.Backing) error {
-			n := b.Len()
-			if n <= 0 {
-				return violationf(ErrContract, "Len() = %d, want > 0", n)
-			}
-			size := len(b.Block(0))
-			for i := range n {
-				blk := b.Block(i)
-				if len(blk) == 0 || len(blk) != size {
-					return violationf(ErrContract, "block %d has %d bytes, block 0 has %d", i, len(blk), size)
-				}
-				if cap(blk) != len(blk) {
-					return violationf(ErrAliased, "block %d has cap %d > len %d: an append would write into the next block", i, cap(blk), len(blk))
-				}
-			}
-			return nil
-		},
+		explanation: "a backing has at least one block, Len never changes, every block has the same non-zero length and no spare capacity",
+		run:         checkGeometry,
 	},
 	{
 		name:        "Zeroed",
-		explanation: "a fresh backing's blocks read as zero",
-		run: func(ctx context.Context, b pool.Backing) error {
-			for i := range b.Len() {
-				for j, v := range b.Block(i) {
-					if v != 0 {
-						return violationf(ErrContract, "block %d byte %d = %#x, want 0", i, j, v)
-					}
-				}
-			}
-			return nil
-		},
+		explanation: "a fresh backing's blocks read as zero, also one made after another instance was written all over and closed",
+		run:         checkZeroed,
 	},
 	{
 		name:        "Disjoint",
-		explanation: "no two blocks share memory: writing one block changes no other",
-		run: func(ctx context.Context, b pool.Backing) error {
-			n := b.Len()
-			for i := range n {
-				fill(b.Block(i), pattern(i))
-			}
-			for i := range n {
-				if j, ok := check(b.Block(i), pattern(i)); !ok {
-					return violationf(ErrAliased, "block %d byte %d was overwritten by a write to another block", i, j)
-				}
-			}
-			return nil
-		},
+		explanation: "no two blocks share memory, within an instance or across live instances: their address ranges do not overlap and writing one block changes no other",
+		run:         checkDisjoint,
 	},
 	{
 		name:        "Stable",
-		explanation: "Block(i) returns the same memory on every call",
-		run: func(ctx context.Context, b pool.Backing) error {
-			for i := range b.Len() {
-				first, again := b.Block(i), b.Block(i)
-				if &first[0] != &again[0] {
-					return violationf(ErrContract, "block %d moved between two calls", i)
-				}
-			}
-			return nil
-		},
+		explanation: "Block(i) returns the same memory, with what was written into it, on every call",
+		run:         checkStable,
 	},
 	{
 		name:        "CloseTwice",
-		explanation: "Close releases the memory and may be called again without harm",
-		run: func(ctx context.Context, b pool.Backing) error {
-			if err := b.Close(); err != nil {
-				return violationf(ErrContract, "Close: %v", err)
-			}
-			_ = b.Close() // must not panic; an error is allowed
-			return nil
-		},
+		explanation: "Close returns nil and may be called again without harm",
+		run:         checkCloseTwice,
 	},
 }
 
-// pattern is the byte written into block i by the aliasing checks.
-func pattern(i int) byte { return byte(i*31 + 7) }
+func checkGeometry(r *bkRun) error {
+	b := r.x
+	n := b.Len()
+	if n <= 0 {
+		return violationf(ErrContract, "Len() = %d, want > 0", n)
+	}
+	for i := range 1000 {
+		if again := b.Len(); again != n {
+			return violationf(ErrContract, "Len() call %d = %d, the first %d", i+2, again, n)
+		}
+	}
+	size := len(b.Block(0))
+	for i := range n {
+		blk := b.Block(i)
+		if len(blk) == 0 || len(blk) != size {
+			return violationf(ErrContract, "block %d has %d bytes, block 0 has %d", i, len(blk), size)
+		}
+		if cap(blk) != len(blk) {
+			return violationf(ErrAliased, "block %d has cap %d > len %d: an append would write into the next block", i, cap(blk), len(blk))
+		}
+	}
+	return nil
+}
+
+// allZero reports the first block of b with a non-zero byte.
+func allZero(b pool.Backing) (blk, at int, ok bool) {
+	for i := range b.Len() {
+		for j, v := range b.Block(i) {
+			if v != 0 {
+				return i, j, false
+			}
+		}
+	}
+	return 0, 0, true
+}
+
+func checkZeroed(r *bkRun) error {
+	if i, j, ok := allZero(r.x); !ok {
+		return violationf(ErrContract, "block %d byte %d of a fresh backing is %#x, want 0", i, j, r.x.Block(i)[j])
+	}
+	// Write all over one instance and close it: a backing that recycles
+	// memory must zero it again.
+	for i := range r.x.Len() {
+		fill(r.x.Block(i), 0xa5)
+	}
+	_ = r.x.Close() // CloseTwice checks what Close returns
+	for k := range 2 {
+		b, err := r.another()
+		if err != nil {
+			return err
+		}
+		if i, j, ok := allZero(b); !ok {
+			return violationf(ErrContract, "block %d byte %d of a backing made after another was written and closed is %#x, want 0 (instance %d)", i, j, b.Block(i)[j], k+2)
+		}
+		for i := range b.Len() {
+			fill(b.Block(i), 0x5a)
+		}
+		_ = b.Close()
+	}
+	return nil
+}
+
+func checkDisjoint(r *bkRun) error {
+	insts := []pool.Backing{r.x}
+	for range 2 {
+		b, err := r.another()
+		if err != nil {
+			return err
+		}
+		insts = append(insts, b)
+	}
+	// By address: no two blocks' ranges overlap.
+	type span struct {
+		start, end uintptr
+		inst, blk  int
+	}
+	var spans []span
+	for k, b := range insts {
+		for i := range b.Len() {
+			blk := b.Block(i)
+			if len(blk) == 0 {
+				continue // Geometry reports it
+			}
+			start := reflect.ValueOf(blk).Pointer()
+			spans = append(spans, span{start, start + uintptr(len(blk)), k, i})
+		}
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	for i := 1; i < len(spans); i++ {
+		if a, b := spans[i-1], spans[i]; b.start < a.end {
+			return violationf(ErrAliased, "block %d of instance %d and block %d of instance %d overlap in memory", a.blk, a.inst, b.blk, b.inst)
+		}
+	}
+	// By content: fill every block of every instance with its own random
+	// bytes, then check them all; twice, with different bytes.
+	for pass := range 2 {
+		seed := uint64(pass + 1)
+		rng := rand.New(rand.NewPCG(seed, 99))
+		for _, b := range insts {
+			for i := range b.Len() {
+				blk := b.Block(i)
+				for j := range blk {
+					blk[j] = byte(rng.Uint32())
+				}
+			}
+		}
+		rng = rand.New(rand.NewPCG(seed, 99))
+		for k, b := range insts {
+			for i := range b.Len() {
+				for j, v := range b.Block(i) {
+					if want := byte(rng.Uint32()); v != want {
+						return violationf(ErrAliased, "byte %d of block %d of instance %d was overwritten by a write to another block", j, i, k)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func checkStable(r *bkRun) error {
+	b := r.x
+	n := b.Len()
+	if n <= 0 {
+		return skip("Len() = %d (see the Geometry case)", n)
+	}
+	first := make([]uintptr, n)
+	lens := make([]int, n)
+	for i := range n {
+		blk := b.Block(i)
+		first[i], lens[i] = reflect.ValueOf(blk).Pointer(), len(blk)
+	}
+	// Each call returns the first call's memory, and what is written
+	// through one call is read through the next.
+	rng := rand.New(rand.NewPCG(7, 7))
+	for k := range max(4000, 3*n) {
+		i := k % n
+		if k >= 3*n {
+			i = rng.IntN(n)
+		}
+		blk := b.Block(i)
+		if reflect.ValueOf(blk).Pointer() != first[i] || len(blk) != lens[i] {
+			return violationf(ErrContract, "call %d of Block(%d) returned other memory than the first call", k/n+2, i)
+		}
+		if len(blk) == 0 {
+			continue
+		}
+		v := byte(k)
+		blk[0], blk[len(blk)-1] = v, v
+		if again := b.Block(i); len(again) != len(blk) || again[0] != v || again[len(again)-1] != v {
+			return violationf(ErrContract, "what was written into block %d through one Block call was not there through the next", i)
+		}
+	}
+	return nil
+}
+
+func checkCloseTwice(r *bkRun) error {
+	if err := r.x.Close(); err != nil {
+		return violationf(ErrContract, "Close = %v, want nil", err)
+	}
+	_ = r.x.Close() // must not panic; an error is allowed
+	return nil
+}
 
 func fill(b []byte, v byte) {
 	for j := range b {

@@ -2,320 +2,671 @@ package conformance
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/internal/race"
-	"github.com/locus-go/locus/policy/fifo"
-	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/mailbox"
 )
 
-// Deliberately broken components. The suite must reject each one with the
-// right kind of violation, found by the right case.
+// Testing the tester: every deliberately broken component must be rejected
+// by exactly the cases listed for it, each with the kind of violation
+// listed, and every other case must pass (or skip).
 
-// lossyTransport drops every fifth chunk it drains.
-type lossyTransport struct {
-	*mailbox.Transport
-	n int
-}
+// kinds are the violation kinds, in the order kindOf tries them.
+var kinds = []error{ErrLost, ErrDuplicated, ErrAliased, ErrCorrupted, ErrOrder, ErrAccounting, ErrContract, ErrAllocs, ErrRetained, ErrDeadlock}
 
-func (t *lossyTransport) Drain(sink *pool.Sink) {
-	t.Transport.Drain(pool.NewSink(func(c []pool.Handle) {
-		if t.n++; t.n%5 != 0 {
-			sink.Put(c)
+// kindOf returns the kind a violation wraps.
+func kindOf(err error) error {
+	for _, k := range kinds {
+		if errors.Is(err, k) {
+			return k
 		}
-	}))
-}
-
-// dupTransport delivers the first handle of every chunk twice.
-type dupTransport struct{ *mailbox.Transport }
-
-func (t dupTransport) Drain(sink *pool.Sink) {
-	t.Transport.Drain(pool.NewSink(func(c []pool.Handle) {
-		sink.Put(c)
-		sink.Put(c[:1])
-	}))
-}
-
-// aliasingTransport publishes the caller's slice instead of a copy.
-type aliasingTransport struct {
-	mu      chan struct{}
-	pending [][]pool.Handle
-}
-
-type aliasingProducer struct{ t *aliasingTransport }
-
-func newAliasingTransport() *aliasingTransport {
-	t := &aliasingTransport{mu: make(chan struct{}, 1)}
-	t.mu <- struct{}{}
-	return t
-}
-
-func (t *aliasingTransport) NewProducer() (pool.Producer, error) { return aliasingProducer{t}, nil }
-func (t *aliasingTransport) Close() error                        { return nil }
-func (t *aliasingTransport) Drain(sink *pool.Sink) {
-	<-t.mu
-	p := t.pending
-	t.pending = nil
-	t.mu <- struct{}{}
-	for _, c := range p {
-		sink.Put(c)
 	}
-}
-func (p aliasingProducer) Close() error { return nil }
-func (p aliasingProducer) Send(c []pool.Handle) error {
-	<-p.t.mu
-	p.t.pending = append(p.t.pending, c) // the bug: no copy
-	p.t.mu <- struct{}{}
 	return nil
 }
 
-// stuckTransport's bounded producers wait forever, even after Close.
-type stuckTransport struct{ *mailbox.Transport }
+// found is what a suite run found: case name -> kind of its violation.
+type found map[string]error
 
-type stuckProducer struct{ block chan struct{} }
+// catches returns found with each case named catching the component with a
+// violation of kind k.
+func catches(k error, cases ...string) found { return found{}.and(k, cases...) }
 
-func (t stuckTransport) NewProducer() (pool.Producer, error) {
-	return stuckProducer{make(chan struct{})}, nil
-}
-func (p stuckProducer) Send([]pool.Handle) error { <-p.block; return nil }
-func (p stuckProducer) Close() error             { return nil }
-
-// flipPolicy changes its order on every call.
-type flipPolicy struct{ n *int }
-
-func (p flipPolicy) Order() pool.Order {
-	*p.n++
-	if *p.n%2 == 0 {
-		return pool.FIFO
+// and adds cases that catch the component with a violation of kind k.
+func (f found) and(k error, cases ...string) found {
+	for _, c := range cases {
+		f[c] = k
 	}
-	return pool.LIFO
+	return f
 }
 
-// overlapBacking returns the same memory for blocks 2k and 2k+1.
-type overlapBacking struct{ *heap.Backing }
-
-func (b overlapBacking) Block(i int) []byte { return b.Backing.Block(i &^ 1) }
-
-// dirtyBacking hands out blocks that are not zeroed.
-type dirtyBacking struct{ *heap.Backing }
-
-func newDirty() pool.Backing {
-	b, _ := heap.New(64, 8)
-	for i := range b.Len() {
-		b.Block(i)[5] = 1
-	}
-	return dirtyBacking{b}
-}
-
-// noGenPool is a pool that ignores generations: a handle is good while its
-// block is allocated, whoever it was allocated to.
-type noGenPool struct {
-	mu     sync.Mutex // its sender is itself, used from other goroutines
-	blocks [][]byte
-	free   []int
-	used   []bool
-	stats  pool.Stats
-	closed bool
-}
-
-func newNoGenPool() *noGenPool {
-	p := &noGenPool{blocks: make([][]byte, 64), used: make([]bool, 64)}
-	for i := range p.blocks {
-		p.blocks[i] = make([]byte, 64)
-	}
-	for i := 63; i >= 0; i-- {
-		p.free = append(p.free, i)
-	}
-	p.stats = pool.Stats{BlockSize: 64, Capacity: 64, Order: pool.LIFO, Free: 64}
-	return p
-}
-
-func (p *noGenPool) handle(i int) pool.Handle { return mkHandle(99, uint32(i), 1) }
-func (p *noGenPool) Alloc() (pool.Handle, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return pool.Handle{}, pool.ErrClosed
-	}
-	if len(p.free) == 0 {
-		return pool.Handle{}, pool.ErrExhausted
-	}
-	i := p.free[len(p.free)-1]
-	p.free = p.free[:len(p.free)-1]
-	p.used[i] = true
-	p.stats.Allocs++
-	p.stats.Live++
-	p.stats.Free--
-	p.stats.HighWater = max(p.stats.HighWater, p.stats.Live)
-	return p.handle(i), nil
-}
-func (p *noGenPool) AllocChunk(dst []pool.Handle) error {
-	p.mu.Lock()
-	short := len(p.free) < len(dst)
-	p.mu.Unlock()
-	if short {
-		return pool.ErrExhausted
-	}
-	for i := range dst {
-		dst[i], _ = p.Alloc()
-	}
-	return nil
-}
-func (p *noGenPool) Free(h pool.Handle) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return pool.ErrClosed
-	}
-	i := h.Index()
-	if h.IsZero() || i >= len(p.used) || !p.used[i] {
-		p.stats.Rejected++
-		return pool.ErrStaleHandle
-	}
-	p.used[i] = false
-	p.free = append(p.free, i)
-	p.stats.Frees++
-	p.stats.Live--
-	p.stats.Free++
-	return nil
-}
-func (p *noGenPool) FreeChunk(c []pool.Handle) error {
-	var err error
-	for _, h := range c {
-		err = errors.Join(err, p.Free(h))
-	}
-	return err
-}
-func (p *noGenPool) Bytes(h pool.Handle) ([]byte, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if i := h.Index(); i < len(p.used) && p.used[i] {
-		return p.blocks[i], nil
-	}
-	return nil, pool.ErrStaleHandle
-}
-func (p *noGenPool) Drain() (int, error)         { return 0, nil }
-func (p *noGenPool) NewSender() (sender, error)  { return p, nil }
-func (p *noGenPool) Stats() pool.Stats           { p.mu.Lock(); defer p.mu.Unlock(); return p.stats }
-func (p *noGenPool) Order() pool.Order           { return pool.LIFO }
-func (p *noGenPool) Close() error                { p.closed = true; return nil }
-func (p *noGenPool) other() subject              { return nil }
-func (p *noGenPool) abort()                      {}
-func (p *noGenPool) bounds() (pool.Bounds, bool) { return pool.Bounds{}, false }
-
-// mislabeled is a real FIFO pool that claims to be LIFO.
-type mislabeled struct{ subject }
-
-func (mislabeled) Order() pool.Order { return pool.LIFO }
-
-// violations returns the cases that reported kind.
-func violations(err, kind error) []string {
-	var cases []string
-	var walk func(error)
-	walk = func(e error) {
-		if v, ok := e.(*Violation); ok && errors.Is(v, kind) {
-			cases = append(cases, v.Case)
+func (f found) String() string {
+	var b strings.Builder
+	b.WriteString("found{")
+	for i, name := range slices.Sorted(maps.Keys(f)) {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				walk(e)
-			}
-		}
+		fmt.Fprintf(&b, "%q: %s", name, kindName(f[name]))
 	}
-	walk(err)
-	return cases
+	b.WriteString("}")
+	return b.String()
+}
+
+var kindNames = map[error]string{
+	ErrLost: "ErrLost", ErrDuplicated: "ErrDuplicated", ErrAliased: "ErrAliased", ErrCorrupted: "ErrCorrupted",
+	ErrOrder: "ErrOrder", ErrAccounting: "ErrAccounting", ErrContract: "ErrContract", ErrAllocs: "ErrAllocs",
+	ErrRetained: "ErrRetained", ErrDeadlock: "ErrDeadlock",
+}
+
+func kindName(k error) string {
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return fmt.Sprint(k)
+}
+
+type brokenComponent struct {
+	name string
+	// run runs a suite over the component; it is called in a
+	// testing/synctest bubble and returns the outcomes and a function that
+	// lets go whatever the component left blocked forever.
+	run  func() ([]outcome, func())
+	want found
+	// maybe are cases that catch the component only when the scheduler
+	// lets them (a producer happens to be blocked when Close comes); when
+	// they do, it must be with the kind given (any kind, for nil: a pool
+	// broken everywhere fails the concurrent cases in ways that depend on
+	// which blocks the workers hold).
+	maybe found
+	// onlyWithoutRace says why the component cannot be checked under the
+	// race detector, if it cannot.
+	onlyWithoutRace string
+}
+
+func transports(ctor func() (pool.Transport, error), free func()) func() ([]outcome, func()) {
+	return func() ([]outcome, func()) { return transportSuite().run(ctor, "broken_test.go"), free }
+}
+
+func ref(bd pool.Bounds, d defect) func() ([]outcome, func()) {
+	return func() ([]outcome, func()) {
+		ctor, free := newRef(bd, d)
+		return transportSuite().run(ctor, "broken_test.go"), free
+	}
+}
+
+func backings(ctor func() (pool.Backing, error)) func() ([]outcome, func()) {
+	return func() ([]outcome, func()) { return backingSuite().run(ctor, "broken_test.go"), nil }
+}
+
+func policies(ctor func() (pool.ReusePolicy, error)) func() ([]outcome, func()) {
+	return func() ([]outcome, func()) { return policySuite().run(ctor, "broken_test.go"), nil }
+}
+
+func pools(ctor func() (subject, error)) func() ([]outcome, func()) {
+	return func() ([]outcome, func()) { return poolSuite().run(ctor, "broken_test.go"), nil }
+}
+
+func brokenComponents() []brokenComponent {
+	return []brokenComponent{
+		// Transports.
+		{
+			name: "transport loses every fifth chunk",
+			want: catches(ErrLost, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "EmptyChunk", "ExactlyOnce",
+				"HandleValues", "Instances", "Retire", "RetiredForgotten", "ZeroAllocs"),
+			run: transports(func() (pool.Transport, error) {
+				return &lossyTransport{Transport: mailbox.New()}, nil
+			}, nil),
+		},
+		{
+			name: "transport delivers a handle twice",
+			want: catches(ErrLost, "DrainAfterSend").and(ErrDuplicated, "ChunkCopied", "ChunkLengths", "DrainEmpty",
+				"EmptyChunk", "ExactlyOnce", "HandleValues", "Instances", "Retire", "RetiredForgotten", "ZeroAllocs"),
+			run: transports(func() (pool.Transport, error) {
+				return dupTransport{mailbox.New()}, nil
+			}, nil),
+		},
+		{
+			name: "transport keeps the caller's chunk",
+			want: catches(ErrAliased, "ChunkCopied").and(ErrDuplicated, "ExactlyOnce").and(ErrLost, "RetiredForgotten").
+				and(ErrContract, "Close", "CloseWhileSending", "Retire").and(ErrAllocs, "ZeroAllocs"),
+			run: transports(func() (pool.Transport, error) {
+				return &aliasingTransport{}, nil
+			}, nil),
+			onlyWithoutRace: "the race detector itself reports the aliasing transport's data race",
+		},
+		{
+			name: "transport never returns from Send",
+			want: catches(ErrDeadlock, "ChunkCopied", "ChunkLengths", "Close", "CloseWhileSending", "DrainAfterSend",
+				"DrainEmpty", "EmptyChunk", "ExactlyOnce", "HandleValues", "Instances", "Retire", "RetiredForgotten",
+				"ZeroAllocs"),
+			run: func() ([]outcome, func()) {
+				release := make(chan struct{})
+				return transportSuite().run(func() (pool.Transport, error) {
+					return stuckTransport{mailbox.New(), release}, nil
+				}, "broken_test.go"), func() { close(release) }
+			},
+		},
+		{name: "reference transport, unbounded", run: ref(unbounded, correct)},
+		{name: "reference transport, per-handle queues", run: ref(boundedHandle, correct)},
+		{name: "reference transport, one shared queue", run: ref(boundedShared, correct)},
+		{name: "reference transport, chunk queues", run: ref(boundedChunk, correct)},
+		{
+			name: "redelivers a queue's last item once",
+			want: catches(ErrDuplicated, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "DrainEmpty", "EmptyChunk",
+				"ExactlyOnce", "HandleValues", "Instances", "Retire"),
+			run: ref(unbounded, defectGhost),
+		},
+		{
+			name: "delivers one Drain late",
+			want: catches(ErrLost, "DrainAfterSend"),
+			run:  ref(unbounded, defectLag),
+		},
+		{
+			name: "holds sends back until 8 handles",
+			want: catches(ErrLost, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "DrainEmpty", "EmptyChunk",
+				"Instances", "Retire", "RetiredForgotten", "ZeroAllocs").and(ErrOrder, "ExactlyOnce"),
+			run: ref(unbounded, defectHoldBack),
+		},
+		{
+			name: "drops the last handle of long chunks",
+			want: catches(ErrLost, "ChunkCopied", "ChunkLengths", "ExactlyOnce", "Retire"),
+			run:  ref(unbounded, defectTruncate),
+		},
+		{
+			name: "merges repeated handles",
+			want: catches(ErrLost, "DrainAfterSend", "ExactlyOnce", "HandleValues", "Retire", "RetiredForgotten"),
+			run:  ref(unbounded, defectMergeRepeats),
+		},
+		{
+			name: "loses the high bits of generations",
+			want: catches(ErrCorrupted, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "DrainEmpty", "EmptyChunk",
+				"ExactlyOnce", "HandleValues", "Instances", "Retire"),
+			run: ref(unbounded, defectHighGen),
+		},
+		{
+			name: "delivers an empty chunk as a zero handle",
+			want: catches(ErrCorrupted, "EmptyChunk"),
+			run:  ref(unbounded, defectEmptyZero),
+		},
+		{
+			name: "delivers newest first",
+			want: catches(ErrOrder, "EmptyChunk", "ExactlyOnce", "HandleValues", "Retire"),
+			run:  ref(unbounded, defectNewestFirst),
+		},
+		{
+			name: "instances share queues",
+			want: catches(ErrContract, "Instances"),
+			run:  ref(unbounded, defectGlobal),
+		},
+		{
+			name: "every 64th Send allocates",
+			want: catches(ErrAllocs, "ZeroAllocs"),
+			run:  ref(unbounded, defectAllocs),
+		},
+		{
+			name: "bounds drift",
+			want: catches(ErrContract, "Bounds"),
+			run:  ref(boundedHandle, defectBoundsDrift),
+		},
+		{
+			name: "bounded producers cannot TrySend",
+			want: catches(ErrContract, "BatchLimit", "Bounds", "Capacity", "CloseReleasesBlocked", "Retire"),
+			run:  ref(boundedHandle, defectNotTry),
+		},
+		{
+			name: "claims a queue per producer, shares one",
+			want: catches(ErrContract, "BatchLimit", "Capacity").and(ErrDeadlock, "DrainAfterSend", "RetiredForgotten"),
+			run:  ref(pool.Bounds{Capacity: 4, Batch: 2, PerProducer: true}, defectSharedQueue),
+		},
+		{
+			name: "holds one item more than its capacity",
+			want: catches(ErrContract, "Capacity"),
+			run:  ref(boundedHandle, defectExtraSlot),
+		},
+		{
+			name: "TrySend is all or nothing",
+			want: catches(ErrContract, "Capacity"),
+			run:  ref(boundedHandle, defectAllOrNothing),
+		},
+		{
+			name: "Send into a full queue does not wait",
+			want: catches(ErrContract, "Capacity"),
+			run:  ref(boundedHandle, defectSendOverflows),
+		},
+		{
+			name: "a full queue gives a Drain one item more",
+			want: catches(ErrContract, "BatchLimit"),
+			run:  ref(boundedHandle, defectFullBatch),
+		},
+		{
+			name: "a Drain takes one item per queue",
+			want: catches(ErrLost, "DrainAfterSend").and(ErrContract, "BatchLimit"),
+			run:  ref(boundedShared, defectOnePerDrain),
+		},
+		{
+			name: "splits chunk items across drains",
+			want: catches(ErrLost, "DrainAfterSend").and(ErrContract, "BatchLimit"),
+			run:  ref(boundedChunk, defectSplitChunks),
+		},
+		{
+			name: "long sends succeed after Close",
+			want: catches(ErrContract, "Close", "CloseWhileSending"),
+			run:  ref(unbounded, defectLongAfterClose),
+		},
+		{
+			name: "TrySend succeeds after Close",
+			want: catches(ErrContract, "Close", "CloseWhileSending"),
+			run:  ref(boundedHandle, defectTryAfterClose),
+		},
+		{
+			name: "NewProducer after Close returns nothing",
+			want: catches(ErrContract, "Close"),
+			run:  ref(unbounded, defectNilAfterClose),
+		},
+		{
+			name: "Close stops the first three producers only",
+			want: catches(ErrContract, "CloseWhileSending"),
+			run:  ref(unbounded, defectCloseFirstThree),
+		},
+		{
+			name: "Close leaves blocked producers waiting",
+			want: catches(ErrDeadlock, "CloseReleasesBlocked"),
+			// When Close comes, a producer may or may not be waiting.
+			maybe: catches(ErrDeadlock, "CloseWhileSending"),
+			run:   ref(boundedHandle, defectCloseNoWake),
+		},
+		{
+			name: "a retired producer still sends",
+			want: catches(ErrContract, "Retire"),
+			run:  ref(unbounded, defectRetireOpen),
+		},
+		{
+			name: "retiring drops pending handles",
+			want: catches(ErrLost, "Retire", "RetiredForgotten"),
+			run:  ref(boundedHandle, defectRetireDrops),
+		},
+		{
+			name: "retiring twice fails",
+			want: catches(ErrContract, "Retire"),
+			run:  ref(unbounded, defectRetireTwice),
+		},
+		{
+			name: "retired queues are kept",
+			want: catches(ErrRetained, "RetiredForgotten"),
+			run:  ref(unbounded, defectRetireKeeps),
+		},
+		{
+			name: "retired producers leave goroutines",
+			want: catches(ErrRetained, "RetiredForgotten"),
+			run:  ref(unbounded, defectRetireGoroutine),
+		},
+		{
+			name: "a Drain before any producer delivers a zero handle",
+			want: catches(ErrCorrupted, "DrainEmpty"),
+			run:  ref(unbounded, defectPhantom),
+		},
+		{
+			name: "a Drain takes from two queues at most",
+			want: catches(ErrLost, "DrainAfterSend"),
+			run:  ref(unbounded, defectTwoQueues),
+		},
+		{
+			name: "a chunk of 2048 handles loses one",
+			want: catches(ErrLost, "ChunkLengths"),
+			run:  ref(unbounded, defect2048),
+		},
+		{
+			name: "the zero handle is never delivered",
+			want: catches(ErrLost, "HandleValues"),
+			run:  ref(unbounded, defectDropZero),
+		},
+		{
+			name: "Send hands its chunk to the sink of the last Drain",
+			want: catches(ErrContract, "ChunkCopied", "ChunkLengths", "CloseWhileSending", "DrainAfterSend", "DrainEmpty",
+				"EmptyChunk", "ExactlyOnce", "Instances", "Retire", "RetiredForgotten", "ZeroAllocs"),
+			run: ref(unbounded, defectPutOnSend),
+		},
+		{
+			name: "a Send woken by Close partway through a chunk waits on",
+			want: catches(ErrDeadlock, "CloseReleasesBlocked"),
+			run:  ref(boundedHandle, defectCloseMidChunk),
+		},
+
+		// Backings.
+		{
+			name: "backing overlaps blocks",
+			want: catches(ErrAliased, "Disjoint"),
+			run: backings(func() (pool.Backing, error) {
+				return overlapBacking{mustHeapBacking(64, 64)}, nil
+			}),
+		},
+		{
+			name: "backing is not zeroed",
+			want: catches(ErrContract, "Zeroed"),
+			run:  backings(func() (pool.Backing, error) { return newDirty(), nil }),
+		},
+		{
+			name: "backing aliases blocks 256 apart",
+			want: catches(ErrAliased, "Disjoint"),
+			run: backings(func() (pool.Backing, error) {
+				return farAliasBacking{mustHeapBacking(16, 256)}, nil
+			}),
+		},
+		{
+			name: "backing instances share memory",
+			want: catches(ErrAliased, "Disjoint").and(ErrContract, "Zeroed"),
+			run: func() ([]outcome, func()) {
+				return backingSuite().run(newSharedBackings(), "broken_test.go"), nil
+			},
+		},
+		{
+			name: "backing recycles memory unzeroed",
+			want: catches(ErrContract, "Zeroed"),
+			run: func() ([]outcome, func()) {
+				return backingSuite().run(newRecyclingBackings(), "broken_test.go"), nil
+			},
+		},
+		{
+			name: "backing moves a block now and then",
+			want: catches(ErrContract, "Stable"),
+			run: backings(func() (pool.Backing, error) {
+				return &unstableBacking{Backing: mustHeapBacking(64, 8), calls: make([]int, 8)}, nil
+			}),
+		},
+		{
+			name: "backing Len changes now and then",
+			want: catches(ErrContract, "Geometry"),
+			run: backings(func() (pool.Backing, error) {
+				return &lenLiarBacking{Backing: mustHeapBacking(64, 8)}, nil
+			}),
+		},
+		{
+			name: "backing Close fails",
+			want: catches(ErrContract, "CloseTwice"),
+			run: backings(func() (pool.Backing, error) {
+				return closeErrBacking{mustHeapBacking(64, 8)}, nil
+			}),
+		},
+		{
+			name: "backing block has spare capacity",
+			want: catches(ErrContract, "Geometry"),
+			run: backings(func() (pool.Backing, error) {
+				return spareCapBacking{mustHeapBacking(64, 8)}, nil
+			}),
+		},
+		{
+			name: "backing panics when closed twice",
+			want: catches(ErrContract, "CloseTwice"),
+			run: backings(func() (pool.Backing, error) {
+				return &panicTwiceBacking{Backing: mustHeapBacking(64, 8)}, nil
+			}),
+		},
+
+		// Policies.
+		{
+			name: "policy changes its order on every call",
+			want: catches(ErrOrder, "PoolFollowsOrder", "StableOrder"),
+			run: policies(func() (pool.ReusePolicy, error) {
+				return flipPolicy{new(int)}, nil
+			}),
+		},
+		{
+			name: "policy changes its order after 500 calls",
+			want: catches(ErrOrder, "StableOrder"),
+			run: policies(func() (pool.ReusePolicy, error) {
+				return lateFlipPolicy{new(int)}, nil
+			}),
+		},
+		{
+			name: "policy order is invalid",
+			want: catches(ErrContract, "PoolFollowsOrder", "ValidOrder"),
+			run:  policies(func() (pool.ReusePolicy, error) { return invalidPolicy{}, nil }),
+		},
+		{
+			name: "every third policy is unstable",
+			want: catches(ErrOrder, "StableOrder"),
+			run: func() ([]outcome, func()) {
+				return policySuite().run(newEveryThird(), "broken_test.go"), nil
+			},
+		},
+
+		// Pools.
+		{
+			name: "pool over a lossy transport",
+			want: catches(ErrLost, "Accounting", "DrainUntilSatisfied", "RemoteExactlyOnce", "RetiredSendersForgotten",
+				"ReuseOrder", "SenderRetire", "Snapshot", "StaleHandle", "TryFreeChunk", "ZeroAllocs"),
+			run: pools(func() (subject, error) {
+				return realPool(&lossyTransport{Transport: mailbox.New()})
+			}),
+		},
+		{
+			name: "pool over a duplicating transport",
+			want: catches(ErrLost, "ReuseOrder", "TryFreeChunk", "ZeroAllocs").and(ErrDuplicated, "Accounting",
+				"RemoteExactlyOnce", "RetiredSendersForgotten", "SenderRetire", "Snapshot").and(ErrAccounting,
+				"DrainOnExhaustion", "DrainUntilSatisfied", "StaleHandle").and(ErrContract, "RemoteRejects"),
+			run: pools(func() (subject, error) {
+				return realPool(dupTransport{mailbox.New()})
+			}),
+		},
+		{
+			name: "pool ignores generations",
+			want: catches(ErrLost, "ReuseOrder", "ZeroAllocs").and(ErrAliased, "Accounting", "ForeignHandle",
+				"StaleHandle").and(ErrAccounting, "DrainOnExhaustion", "RemoteExactlyOnce", "SenderRetire",
+				"TryFreeChunk").and(ErrContract, "Close", "ForgedHandle", "RemoteRejects", "RetiredSendersForgotten"),
+			// What a pool broken everywhere does under workers depends on
+			// which blocks they hold at the time.
+			maybe: found{"Snapshot": nil},
+			run:   pools(func() (subject, error) { return newNoGenPool(), nil }),
+		},
+		{
+			name: "pool breaks its order",
+			want: catches(ErrOrder, "FreshOrder", "ReuseOrder"),
+			run: pools(wrapped(func() (subject, error) {
+				b := mustHeapBacking(64, 128)
+				p, err := pool.New(b, mailbox.New(), fixedPolicy(pool.FIFO))
+				return poolSubject[*heap.Backing, *mailbox.Transport, fixedPolicy]{p}, err
+			}, func(s subject) subject { return mislabeled{s} })),
+		},
+		{
+			name: "pool allocations never drain",
+			want: catches(ErrLost, "DrainOnExhaustion", "DrainUntilSatisfied"),
+			run:  pools(wrapped(mailboxPool, func(s subject) subject { return lazyPool{s} })),
+		},
+		{
+			name: "pool allocations drain once",
+			want: catches(ErrLost, "DrainUntilSatisfied"),
+			run:  pools(wrapped(tinyShardedPool, func(s subject) subject { return oneDrainPool{s} })),
+		},
+		{
+			name: "pool senders ignore Close",
+			want: catches(ErrContract, "SenderRetire").and(ErrRetained, "RetiredSendersForgotten"),
+			run:  pools(wrapped(mailboxPool, func(s subject) subject { return zombiePool{s} })),
+		},
+		{
+			name: "pool keeps retired senders",
+			want: catches(ErrRetained, "RetiredSendersForgotten"),
+			run: pools(wrapped(mailboxPool, func(s subject) subject {
+				return keeperPool{s, new(sync.Mutex), new([]sender)}
+			})),
+		},
+		{
+			name: "pool snapshots are torn",
+			want: catches(ErrAccounting, "Snapshot"),
+			run: pools(wrapped(mailboxPool, func(s subject) subject {
+				return tornPool{s, new(sync.Mutex), new(pool.Stats), new(int)}
+			})),
+		},
+		{
+			name: "pool Alloc allocates now and then",
+			want: catches(ErrAllocs, "ZeroAllocs"),
+			run: pools(wrapped(mailboxPool, func(s subject) subject {
+				return allocPool{s, new(int), new([]byte)}
+			})),
+		},
+		{
+			name: "pool senders send long chunks after Close",
+			want: catches(ErrContract, "Close"),
+			run: pools(wrapped(mailboxPool, func(s subject) subject {
+				return leakyClosePool{s, new(bool)}
+			})),
+		},
+		{
+			name: "pool TryFreeChunk claims everything sent",
+			want: catches(ErrLost, "RemoteExactlyOnce", "SenderRetire").and(ErrContract, "Close", "TryFreeChunk"),
+			run:  pools(wrapped(tinyShardedPool, func(s subject) subject { return tryLiarPool{s} })),
+		},
+		{
+			name: "pool drain histogram misses empty drains",
+			want: catches(ErrAccounting, "Accounting", "DrainUntilSatisfied", "Exhaustion", "FreshOrder",
+				"RemoteExactlyOnce", "RemoteRejects", "RetiredSendersForgotten", "SenderRetire", "Snapshot"),
+			run: pools(wrapped(mailboxPool, func(s subject) subject { return histogramPool{s} })),
+		},
+		{
+			name: "pool TryFreeChunk sends 16 handles at most",
+			want: catches(ErrContract, "TryFreeChunk"),
+			run:  pools(wrapped(mailboxPool, func(s subject) subject { return cappedTryPool{s} })),
+		},
+		{
+			name: "pool senders fail a second Close",
+			want: catches(ErrContract, "SenderRetire"),
+			run:  pools(wrapped(mailboxPool, func(s subject) subject { return closeTwicePool{s} })),
+		},
+		{
+			name: "pool senders undercount",
+			want: catches(ErrAccounting, "Accounting"),
+			run:  pools(wrapped(mailboxPool, func(s subject) subject { return undercountPool{s} })),
+		},
+		{
+			name: "pools share block memory",
+			want: catches(ErrAliased, "ForeignHandle"),
+			run: func() ([]outcome, func()) {
+				return poolSuite().run(newSharedMemoryPools(), "broken_test.go"), nil
+			},
+		},
+		{
+			name: "pool blocks share memory in pairs",
+			want: catches(ErrAliased, "ForeignHandle", "NoAliasing"),
+			// The workers see it when the owner happens to tag two blocks
+			// of a pair with different generations.
+			maybe:           catches(ErrAliased, "RemoteExactlyOnce", "SenderRetire"),
+			run:             pools(newPairedPools()),
+			onlyWithoutRace: "the race detector itself reports the workers' writes to shared memory",
+		},
+		{
+			name: "pool accepts a handle of the next allocation",
+			want: catches(ErrAliased, "ForgedHandle").and(ErrAccounting, "StaleHandle"),
+			run:  pools(wrapped(mailboxPool, func(s subject) subject { return futureGenPool{s} })),
+		},
+		{
+			name: "pool AllocBytes on an empty pool says nothing",
+			want: catches(ErrContract, "Exhaustion"),
+			run:  pools(wrapped(mailboxPool, func(s subject) subject { return silentPool{s} })),
+		},
+		{
+			name: "pools share one id",
+			want: catches(ErrAliased, "ForeignHandle").and(ErrContract, "RemoteRejects"),
+			run: pools(wrapped(mailboxPool, func(s subject) subject {
+				return oneIDPool{s, new(uint32), new([]pool.Handle)}
+			})),
+		},
+	}
 }
 
 func TestSuiteRejectsBrokenComponents(t *testing.T) {
-	defer func(d time.Duration) { caseTimeout = d }(caseTimeout)
-
-	newHeap := func() (*heap.Backing, error) { return heap.New(64, 64) }
-	for _, c := range []struct {
-		name     string
-		check    func() error
-		kind     error
-		wantCase string
-	}{
-		{"transport loses a chunk", func() error {
-			return CheckTransport(func() (pool.Transport, error) { return &lossyTransport{Transport: mailbox.New()}, nil })
-		}, ErrLost, "ExactlyOnceConcurrent"},
-		{"transport duplicates a handle", func() error {
-			return CheckTransport(func() (pool.Transport, error) { return dupTransport{mailbox.New()}, nil })
-		}, ErrDuplicated, "DeliverInOrder"},
-		{"transport aliases the caller's chunk", func() error {
-			return CheckTransport(func() (pool.Transport, error) { return newAliasingTransport(), nil })
-		}, ErrAliased, "ChunkCopied"},
-		{"transport never returns from Send", func() error {
-			return CheckTransport(func() (pool.Transport, error) { return stuckTransport{mailbox.New()}, nil })
-		}, ErrDeadlock, "DeliverInOrder"},
-		{"pool over a lossy transport", func() error {
-			return CheckPool(func() (*pool.Pool[*heap.Backing, *lossyTransport, lifo.Policy], error) {
-				b, _ := newHeap()
-				return pool.New(b, &lossyTransport{Transport: mailbox.New()}, lifo.Policy{})
-			})
-		}, ErrLost, "RemoteExactlyOnce"},
-		{"pool over a duplicating transport", func() error {
-			return CheckPool(func() (*pool.Pool[*heap.Backing, dupTransport, lifo.Policy], error) {
-				b, _ := newHeap()
-				return pool.New(b, dupTransport{mailbox.New()}, lifo.Policy{})
-			})
-		}, ErrDuplicated, "RemoteExactlyOnce"},
-		{"pool ignores generations", func() error {
-			return poolSuite().runCheck(func() (subject, error) { return newNoGenPool(), nil })
-		}, ErrAliased, "StaleHandle"},
-		{"pool breaks its order", func() error {
-			return poolSuite().runCheck(func() (subject, error) {
-				b, _ := newHeap()
-				p, err := pool.New(b, mailbox.New(), fifo.Policy{})
-				return mislabeled{wrapPool(p, nil)}, err
-			})
-		}, ErrOrder, "ReuseOrder"},
-		{"policy changes its order", func() error {
-			return CheckPolicy(func() (pool.ReusePolicy, error) { return flipPolicy{new(int)}, nil })
-		}, ErrOrder, "StableOrder"},
-		{"backing overlaps blocks", func() error {
-			return CheckBacking(func() (pool.Backing, error) { b, err := newHeap(); return overlapBacking{b}, err })
-		}, ErrAliased, "Disjoint"},
-		{"backing is not zeroed", func() error {
-			return CheckBacking(func() (pool.Backing, error) { return newDirty(), nil })
-		}, ErrContract, "Zeroed"},
-	} {
+	for _, c := range brokenComponents() {
 		t.Run(c.name, func(t *testing.T) {
-			if c.wantCase == "ChunkCopied" && race.Enabled {
-				t.Skip("the race detector itself reports the aliasing transport's data race")
+			t.Parallel()
+			if race.Enabled && c.onlyWithoutRace != "" {
+				t.Skip(c.onlyWithoutRace)
 			}
-			caseTimeout = 2 * time.Second
-			if c.kind == ErrDeadlock {
-				caseTimeout = 200 * time.Millisecond
-			}
-			err := c.check()
-			if err == nil {
-				t.Fatal("the suite accepted a broken component")
-			}
-			if !errors.Is(err, c.kind) {
-				t.Fatalf("violations do not include %v:\n%v", c.kind, err)
-			}
-			if got := violations(err, c.kind); !slices.Contains(got, c.wantCase) {
-				t.Fatalf("%v reported by %v, want by %s:\n%v", c.kind, got, c.wantCase, err)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				outs, free := c.run()
+				if free != nil {
+					free()
+				}
+				got := found{}
+				for _, o := range outs {
+					if o.err == nil {
+						continue
+					}
+					if k, ok := c.maybe[o.name]; ok && (k == nil || kindOf(o.err) == k) {
+						continue
+					}
+					got[o.name] = kindOf(o.err)
+				}
+				want := maps.Clone(c.want)
+				if want == nil {
+					want = found{}
+				}
+				if race.Enabled {
+					delete(want, "ZeroAllocs") // skipped: the race runtime allocates
+				}
+				if !maps.Equal(got, want) {
+					var msgs []string
+					for _, o := range outs {
+						if o.err != nil {
+							msgs = append(msgs, o.err.Error())
+						}
+					}
+					t.Errorf("got  %v\nwant %v\n%s", got, want, strings.Join(msgs, "\n"))
+				}
+			})
 		})
 	}
 }
 
-func TestCheckPassesInTree(t *testing.T) {
-	if err := CheckPool(func() (*pool.Pool[*heap.Backing, *mailbox.Transport, lifo.Policy], error) {
-		b, err := heap.New(64, 64)
-		if err != nil {
-			return nil, err
+// TestLossReportedPromptly: a lost handle is reported as lost as soon as
+// the producers are done and drains bring nothing more, within a second,
+// not by the watchdog a minute later. In a synctest bubble the clock moves
+// only when every goroutine waits, so it measures how long a case waited.
+func TestLossReportedPromptly(t *testing.T) {
+	t.Run("transport", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			promptly(t, transportSuite(), func() (pool.Transport, error) {
+				return &lossyTransport{Transport: mailbox.New()}, nil
+			})
+		})
+	})
+	t.Run("pool", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			promptly(t, poolSuite(), func() (subject, error) {
+				return realPool(&lossyTransport{Transport: mailbox.New()})
+			})
+		})
+	})
+}
+
+// promptly runs each case of s alone and checks that the ones that find a
+// loss find it within a second.
+func promptly[X any](t *testing.T, s suite[X], newX func() (X, error)) {
+	losses := 0
+	for _, c := range s.cases {
+		one := s
+		one.cases = []testCase[X]{c}
+		start := time.Now()
+		o := one.run(newX, "broken_test.go")[0]
+		took := time.Since(start)
+		switch {
+		case o.err == nil:
+		case !errors.Is(o.err, ErrLost):
+			t.Errorf("%s: %v, want a loss", c.name, o.err)
+		case took >= time.Second:
+			t.Errorf("%s: reported the loss after %v", c.name, took)
+		default:
+			losses++
 		}
-		return pool.New(b, mailbox.New(), lifo.Policy{})
-	}); err != nil {
-		t.Fatal(err)
+	}
+	if losses == 0 {
+		t.Error("no case found the loss")
 	}
 }

@@ -1,7 +1,8 @@
 // Package conformance is the public test suite that every locus component and
 // every composed pool must pass: generation safety, exact accounting,
-// exactly-once remote frees under racing producers, reuse order, exhaustion,
-// close semantics and allocation-free hot paths.
+// exactly-once delivery of remote frees under racing producers, the bounds a
+// transport claims, reuse order, exhaustion, close and retirement semantics,
+// consistent snapshots and allocation-free hot paths.
 //
 // There is one driver per component kind and one for a whole pool:
 //
@@ -10,13 +11,20 @@
 //	TestPolicy(t, newPolicy)       CheckPolicy(newPolicy)
 //	TestPool(t, newPool)           CheckPool(newPool)
 //
-// A Test driver runs every case as a named subtest on a fresh instance built
-// by the constructor, which receives the subtest's *testing.T (so it may call
-// t.Fatal). The suite closes every instance it was given when the case ends.
-// A Check driver runs the same cases outside go test and returns every
-// violation, joined with errors.Join. Each violation is a *Violation naming
-// its case, with the contract in plain words, and wraps one of the Err
-// sentinels below, so callers can match it with errors.Is.
+// A Test driver runs every case as a named subtest on fresh instances built by
+// the constructor, which receives the subtest's *testing.T (so it may call
+// t.Fatal); a case that checks that instances are independent calls it more
+// than once. A case that does not apply (the bounds of an unbounded transport,
+// allocation counts under the race detector) is skipped with t.Skip, never
+// reported as a pass. The suite closes every instance it was given when the
+// case ends.
+//
+// A Check driver runs the same cases outside go test: it calls no testing
+// function, so it works from a plain program. It returns every violation,
+// joined with errors.Join, and leaves out the cases that do not apply. Each
+// violation is a *Violation that names its case, states the contract in plain
+// words and gives the file and line that called the suite, and wraps one of
+// the Err kinds below, so callers can match it with errors.Is.
 //
 // Adopting the suite takes one line in a test:
 //
@@ -24,13 +32,41 @@
 //		conformance.TestTransport(t, func(t *testing.T) pool.Transport { return mytransport.New() })
 //	}
 //
-// Every case runs under a watchdog: a case that has not finished after a
-// minute (or before the test's deadline) closes its instance, which must
-// release any goroutine blocked in it, and fails with ErrDeadlock instead of
-// hanging the test binary.
+// # How hard it looks
+//
+// The cases are written against the contracts of package pool, for every way
+// a component can break them, not against the components in this module:
+//
+//   - Sizes cross every boundary a component might have: chunk lengths from 1
+//     to several times any node, queue or batch size, powers of two and their
+//     neighbours, and random lengths.
+//   - Contracts that hold every time are checked hundreds to thousands of
+//     times; contracts about instances, across several instances from one
+//     constructor.
+//   - A transport's deliveries are accounted handle by handle: each is
+//     attributed to the producer that sent it and compared, in order and field
+//     by field, with what was sent, repeats included.
+//   - Capabilities a component claims (pool.BoundedTransport, pool.TryProducer)
+//     are checked against what it does.
+//   - Allocations are counted as totals over a thousand calls, never as an
+//     average; what retired producers and senders leave behind (live heap,
+//     goroutines) is measured over thousands of them.
+//
+// # Time
+//
+// A case that waits for handles reports them lost as soon as every producer
+// has returned and drains bring nothing more. Only a call into the component
+// that never returns is left to the watchdog: when a case has not finished
+// after a minute (or shortly before the test's deadline), the suite closes its
+// instances, which must release any goroutine blocked in them, and reports
+// ErrDeadlock. The suite's own goroutines end with their case.
 //
 // Like x/net/nettest, the suite should not produce false positives but may
-// miss violations that depend on timing. Run it under the race detector, more
-// than once: go test -race -count=5. Under -race the allocation cases are
-// skipped, because the race runtime allocates.
+// miss violations that depend on timing: run it under the race detector too,
+// more than once (go test -race -count=5). Under -race the allocation cases are
+// skipped, because the race runtime allocates. The cases that measure the
+// whole process (allocations, live heap, goroutines) run alone among this
+// package's cases, but not apart from other tests: do not run the suite in
+// parallel with tests that allocate, or their allocations may be blamed on the
+// component.
 package conformance

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"context"
 	"testing"
 
 	"github.com/locus-go/locus/backing/heap"
@@ -9,16 +8,17 @@ import (
 	"github.com/locus-go/locus/transport/mailbox"
 )
 
-// TestPolicy runs the policy suite: Order returns a valid order, the same on
-// every call, and a pool built with the policy hands blocks out in that
-// order. newP is called once per case.
+// TestPolicy runs the policy suite: Order returns a valid order, the same
+// one on every one of thousands of calls, in every instance; and a pool
+// built with the policy reuses blocks in that order. newP is called once
+// per case, more often where a case needs several instances.
 func TestPolicy(t *testing.T, newP func(t *testing.T) pool.ReusePolicy) {
 	t.Helper()
 	policySuite().runT(t, newP)
 }
 
-// CheckPolicy runs the policy suite outside go test and returns every
-// violation found.
+// CheckPolicy runs the policy suite outside go test (it calls no testing
+// function) and returns every violation found, joined with errors.Join.
 func CheckPolicy(newP func() (pool.ReusePolicy, error)) error {
 	return policySuite().runCheck(newP)
 }
@@ -31,25 +31,42 @@ func policySuite() suite[pool.ReusePolicy] {
 	}
 }
 
+type poRun = run[pool.ReusePolicy]
+
+// orderCalls is how often the policy cases call Order.
+const orderCalls = 10000
+
 var policyCases = []testCase[pool.ReusePolicy]{
 	{
 		name:        "ValidOrder",
-		explanation: "Order returns pool.LIFO or pool.FIFO",
-		run: func(ctx context.Context, p pool.ReusePolicy) error {
-			if o := p.Order(); !o.Valid() {
-				return violationf(ErrContract, "Order() = %v", o)
+		explanation: "Order returns pool.LIFO or pool.FIFO, on every call",
+		run: func(r *poRun) error {
+			for i := range orderCalls {
+				if o := r.x.Order(); !o.Valid() {
+					return violationf(ErrContract, "Order() call %d = %v", i+1, o)
+				}
 			}
 			return nil
 		},
 	},
 	{
 		name:        "StableOrder",
-		explanation: "Order returns the same value on every call: the pool reads it once",
-		run: func(ctx context.Context, p pool.ReusePolicy) error {
-			first := p.Order()
-			for i := range 100 {
-				if o := p.Order(); o != first {
-					return violationf(ErrOrder, "call %d returned %v, the first %v", i+2, o, first)
+		explanation: "Order returns the same value on every call (the pool reads it once), in every instance",
+		run: func(r *poRun) error {
+			policies := []pool.ReusePolicy{r.x}
+			for range 2 {
+				p, err := r.another()
+				if err != nil {
+					return err
+				}
+				policies = append(policies, p)
+			}
+			for k, p := range policies {
+				first := p.Order()
+				for i := range orderCalls {
+					if o := p.Order(); o != first {
+						return violationf(ErrOrder, "instance %d: Order() call %d returned %v, the first %v", k, i+2, o, first)
+					}
 				}
 			}
 			return nil
@@ -57,18 +74,18 @@ var policyCases = []testCase[pool.ReusePolicy]{
 	},
 	{
 		name:        "PoolFollowsOrder",
-		explanation: "a pool built with the policy reuses blocks in the policy's order",
-		run: func(ctx context.Context, p pool.ReusePolicy) error {
-			b, err := heap.New(64, 8)
+		explanation: "a pool built with the policy reuses blocks in the policy's order, over thousands of local and remote frees",
+		run: func(r *poRun) error {
+			b, err := heap.New(64, 64)
 			if err != nil {
 				return err
 			}
-			pl, err := pool.New(b, mailbox.New(), p)
+			pl, err := pool.New(b, mailbox.New(), r.x)
 			if err != nil {
 				return violationf(ErrContract, "pool.New: %v", err)
 			}
 			defer pl.Close()
-			return checkOrder(ctx, poolSubject[*heap.Backing, *mailbox.Transport, pool.ReusePolicy]{pl})
+			return reuseOrder(r.ctx, poolSubject[*heap.Backing, *mailbox.Transport, pool.ReusePolicy]{pl})
 		},
 	},
 }

@@ -1,0 +1,507 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/locus-go/locus/pool"
+)
+
+func wantIs(what string, err, target error) error {
+	if !errors.Is(err, target) {
+		return violationf(ErrContract, "%s = %v, want %v", what, err, target)
+	}
+	return nil
+}
+
+func checkFresh(r *plRun) error {
+	s := r.x
+	n := capacityOf(s)
+	fifo := s.order() == pool.FIFO
+	for i := range n {
+		h, err := s.Alloc()
+		if err != nil {
+			return violationf(ErrContract, "Alloc %d of %d: %v", i+1, n, err)
+		}
+		want := i
+		if fifo {
+			want = n - 1 - i
+		}
+		if h.Index() != want {
+			return violationf(ErrOrder, "%v pool's allocation %d is block %d, want %d", s.order(), i, h.Index(), want)
+		}
+	}
+	if _, err := s.Alloc(); !errors.Is(err, pool.ErrExhausted) {
+		return violationf(ErrDuplicated, "Alloc on a pool with every block live = %v, want pool.ErrExhausted", err)
+	}
+	return statsWant(s, n, uint64(n), 0, 0)
+}
+
+func checkOrder(r *plRun) error { return reuseOrder(r.ctx, r.x) }
+
+// reuseOrder runs thousands of random allocations and local and remote
+// frees and checks every allocation against a model of the free list:
+// freed blocks go to its back in the order they are freed (a drain frees in
+// delivery order, which is one sender's order); LIFO takes from the back,
+// FIFO from the front. A fresh pool's list is n-1, ..., 1, 0.
+func reuseOrder(ctx context.Context, s subject) error {
+	n := capacityOf(s)
+	order := s.order()
+	if st := s.Stats(); st.Order != order {
+		return violationf(ErrOrder, "Stats().Order = %v, the policy says %v", st.Order, order)
+	}
+	bd, bounded := s.bounds()
+	model := make([]int, 0, n)
+	for i := n - 1; i >= 0; i-- {
+		model = append(model, i)
+	}
+	take := func() int {
+		var i int
+		if order == pool.FIFO {
+			i, model = model[0], model[1:]
+		} else {
+			i, model = model[len(model)-1], model[:len(model)-1]
+		}
+		return i
+	}
+	snd, err := s.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var live []pool.Handle
+	pick := func(k int) []pool.Handle {
+		chunk := make([]pool.Handle, k)
+		for i := range chunk {
+			j := rng.IntN(len(live))
+			chunk[i] = live[j]
+			live = append(live[:j], live[j+1:]...)
+		}
+		return chunk
+	}
+	for step := range 4000 {
+		if ctx.Err() != nil {
+			return violationf(ErrDeadlock, "step %d: stopped by the watchdog", step)
+		}
+		switch op := rng.IntN(20); {
+		case op < 8: // one allocation
+			h, err := s.Alloc()
+			if len(model) == 0 {
+				if !errors.Is(err, pool.ErrExhausted) {
+					return violationf(ErrDuplicated, "step %d: Alloc with no block free = (%v, %v), want pool.ErrExhausted", step, h, err)
+				}
+				continue
+			}
+			if err != nil {
+				return violationf(ErrContract, "step %d: Alloc with %d blocks free: %v", step, len(model), err)
+			}
+			if want := take(); h.Index() != want {
+				return violationf(ErrOrder, "step %d: %v reuse gave block %d, the free list's %s is block %d", step, order, h.Index(), end(order), want)
+			}
+			live = append(live, h)
+		case op < 10 && len(model) > 0: // a chunk
+			dst := make([]pool.Handle, 1+rng.IntN(min(len(model), 8)))
+			if err := s.AllocChunk(dst); err != nil {
+				return violationf(ErrContract, "step %d: AllocChunk(%d) with %d free: %v", step, len(dst), len(model), err)
+			}
+			for k, h := range dst {
+				if want := take(); h.Index() != want {
+					return violationf(ErrOrder, "step %d: %v reuse gave block %d as item %d of a chunk, the free list's %s is block %d", step, order, h.Index(), k, end(order), want)
+				}
+			}
+			live = append(live, dst...)
+		case op < 15 && len(live) > 0: // local frees
+			for _, h := range pick(1 + rng.IntN(min(len(live), 3))) {
+				if err := s.Free(h); err != nil {
+					return violationf(ErrContract, "step %d: Free: %v", step, err)
+				}
+				model = append(model, h.Index())
+			}
+		case op < 17 && len(live) > 0: // a local chunk
+			chunk := pick(1 + rng.IntN(min(len(live), 8)))
+			if err := s.FreeChunk(chunk); err != nil {
+				return violationf(ErrContract, "step %d: FreeChunk: %v", step, err)
+			}
+			for _, h := range chunk {
+				model = append(model, h.Index())
+			}
+		case len(live) > 0: // a remote chunk, drained at once
+			k := 1 + rng.IntN(min(len(live), 8))
+			if bounded && !bd.Chunked {
+				k = min(k, bd.Capacity)
+			}
+			chunk := pick(k)
+			if err := snd.FreeChunk(chunk); err != nil {
+				return violationf(ErrContract, "step %d: sender FreeChunk: %v", step, err)
+			}
+			got := 0
+			for got < k {
+				m, err := s.Drain()
+				if err != nil || m == 0 {
+					return violationf(ErrLost, "step %d: drains freed %d of %d remotely freed blocks (%v)", step, got, k, err)
+				}
+				got += m
+			}
+			for _, h := range chunk {
+				model = append(model, h.Index())
+			}
+		}
+	}
+	return nil
+}
+
+// end names the end of the free list an order takes from.
+func end(o pool.Order) string {
+	if o == pool.FIFO {
+		return "front"
+	}
+	return "back"
+}
+
+func checkStale(r *plRun) error {
+	s := r.x
+	n := capacityOf(s)
+	hs := make([]pool.Handle, n)
+	if err := s.AllocChunk(hs); err != nil {
+		return violationf(ErrContract, "AllocChunk: %v", err)
+	}
+	old := hs[3]
+	if err := s.Free(old); err != nil {
+		return violationf(ErrContract, "Free: %v", err)
+	}
+	if err := wantIs("second Free of a handle", s.Free(old), pool.ErrStaleHandle); err != nil {
+		return fmt.Errorf("%w (%w)", ErrAliased, err)
+	}
+	if b, err := s.Bytes(old); err == nil || b != nil {
+		return violationf(ErrAliased, "Bytes of a freed handle = (%d bytes, %v), want pool.ErrStaleHandle", len(b), err)
+	}
+	// The only free block is old's: the next allocation reuses it.
+	h, err := s.Alloc()
+	if err != nil {
+		return violationf(ErrContract, "Alloc: %v", err)
+	}
+	if h == old {
+		return violationf(ErrAliased, "reuse gave %v, equal to the freed handle: the old handle would reach the new owner's block", h)
+	}
+	if h.Index() != old.Index() {
+		return violationf(ErrOrder, "the only free block is %d, but Alloc gave %v", old.Index(), h)
+	}
+	mem, err := s.Bytes(h)
+	if err != nil {
+		return violationf(ErrContract, "Bytes of the new handle: %v", err)
+	}
+	fill(mem, 0x5a)
+	if b, err := s.Bytes(old); !errors.Is(err, pool.ErrStaleHandle) || b != nil {
+		return violationf(ErrAliased, "Bytes of the old handle after reuse = (%d bytes, %v), want pool.ErrStaleHandle", len(b), err)
+	}
+	if err := s.Free(old); !errors.Is(err, pool.ErrStaleHandle) {
+		return violationf(ErrAliased, "Free of the old handle after reuse = %v, want pool.ErrStaleHandle: it would free the new owner's block", err)
+	}
+	if _, ok := check(mem, 0x5a); !ok {
+		return violationf(ErrAliased, "the new owner's block changed")
+	}
+	if _, err := s.Bytes(h); err != nil {
+		return violationf(ErrAliased, "the new handle stopped working after stale calls: %v", err)
+	}
+	if err := statsWant(s, n, uint64(n)+1, 1, 4); err != nil {
+		return err
+	}
+	// Every time: hundreds of frees and reuses of many blocks, each
+	// handle tried on every path once stale, the old ones again at the end.
+	if err := s.FreeChunk(hs[n/2:]); err != nil {
+		return violationf(ErrContract, "FreeChunk: %v", err)
+	}
+	snd, err := s.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	var olds []pool.Handle
+	rejected := uint64(4)
+	for i := range 600 {
+		h, err := s.Alloc()
+		if err != nil {
+			return violationf(ErrContract, "Alloc: %v", err)
+		}
+		if err := s.Free(h); err != nil {
+			return violationf(ErrContract, "Free: %v", err)
+		}
+		var rej *pool.RejectedError
+		if err := s.Free(h); !errors.Is(err, pool.ErrStaleHandle) {
+			return violationf(ErrAliased, "round %d: Free of a just-freed handle = %v, want pool.ErrStaleHandle", i, err)
+		}
+		if b, err := s.Bytes(h); !errors.Is(err, pool.ErrStaleHandle) || b != nil {
+			return violationf(ErrAliased, "round %d: Bytes of a just-freed handle = (%d bytes, %v), want pool.ErrStaleHandle", i, len(b), err)
+		}
+		if err := s.FreeChunk([]pool.Handle{h}); !errors.As(err, &rej) || rej.Rejected != 1 || !errors.Is(err, pool.ErrStaleHandle) {
+			return violationf(ErrAliased, "round %d: FreeChunk of a just-freed handle = %v, want a *pool.RejectedError of one stale handle", i, err)
+		}
+		rejected += 3
+		if i%50 == 0 {
+			if err := snd.Free(h); err != nil {
+				return violationf(ErrContract, "sender Free: %v", err)
+			}
+			before := s.Stats().RemoteDrained
+			m, err := s.Drain()
+			if s.Stats().RemoteDrained == before {
+				return violationf(ErrLost, "round %d: a Drain after a sender's Free returned took nothing", i)
+			}
+			if !errors.As(err, &rej) || !errors.Is(err, pool.ErrStaleHandle) || m != 0 {
+				return violationf(ErrAliased, "round %d: a drain of a remotely freed stale handle = (%d, %v), want (0, a *pool.RejectedError of a stale handle)", i, m, err)
+			}
+			rejected++
+		}
+		if len(olds) < 64 {
+			olds = append(olds, h)
+		}
+	}
+	for _, h := range olds {
+		if err := s.Free(h); !errors.Is(err, pool.ErrStaleHandle) {
+			return violationf(ErrAliased, "Free of a handle stale since hundreds of reuses = %v, want pool.ErrStaleHandle", err)
+		}
+		rejected++
+	}
+	return statsWant(s, n/2, uint64(n)+1+600, uint64(n-n/2)+1+600, rejected)
+}
+
+func checkForeign(r *plRun) error {
+	s := r.x
+	pools := []subject{s}
+	for range 2 {
+		o, err := r.another()
+		if err != nil {
+			return err
+		}
+		pools = append(pools, o)
+	}
+	o := pools[1]
+	foreign, err := o.Alloc()
+	if err != nil {
+		return violationf(ErrContract, "Alloc on the other pool: %v", err)
+	}
+	mine, err := s.Alloc()
+	if err != nil {
+		return violationf(ErrContract, "Alloc: %v", err)
+	}
+	if foreign.Index() != mine.Index() {
+		return violationf(ErrContract, "two fresh pools of one kind started at blocks %d and %d", foreign.Index(), mine.Index())
+	}
+	if err := wantIs("Free of another pool's handle", s.Free(foreign), pool.ErrForeignHandle); err != nil {
+		return fmt.Errorf("%w (%w)", ErrAliased, err)
+	}
+	if _, err := s.Bytes(foreign); !errors.Is(err, pool.ErrForeignHandle) {
+		return violationf(ErrAliased, "Bytes of another pool's handle = %v, want pool.ErrForeignHandle", err)
+	}
+	if err := s.FreeChunk([]pool.Handle{foreign}); !errors.Is(err, pool.ErrForeignHandle) {
+		return violationf(ErrAliased, "FreeChunk of another pool's handle = %v, want pool.ErrForeignHandle", err)
+	}
+	if _, err := s.Bytes(mine); err != nil {
+		return violationf(ErrContract, "own handle after a foreign free: %v", err)
+	}
+	if _, err := o.Bytes(foreign); err != nil {
+		return violationf(ErrContract, "the other pool's handle after this pool rejected it: %v", err)
+	}
+	if err := statsWant(s, 1, 1, 0, 3); err != nil {
+		return err
+	}
+	// Every pool's handles carry its own id, and every pool's blocks are
+	// its own memory.
+	ids := map[uint32]int{}
+	var all [][]pool.Handle
+	for k, p := range pools {
+		hs := make([]pool.Handle, p.Stats().Free)
+		if err := p.AllocChunk(hs); err != nil {
+			return violationf(ErrContract, "pool %d: AllocChunk: %v", k, err)
+		}
+		all = append(all, hs)
+		id := poolID(hs[0])
+		if j, dup := ids[id]; dup && j != k {
+			return violationf(ErrAliased, "pools %d and %d, made by one constructor, have the same id %d", j, k, id)
+		}
+		ids[id] = k
+	}
+	for k := range pools {
+		for j, q := range pools {
+			if j != k {
+				if err := q.Free(all[k][0]); !errors.Is(err, pool.ErrForeignHandle) {
+					return violationf(ErrAliased, "pool %d freed a handle of pool %d: %v", j, k, err)
+				}
+			}
+		}
+	}
+	for pass := range 2 {
+		rng := rand.New(rand.NewPCG(uint64(pass), 5))
+		for k, p := range pools {
+			for _, h := range all[k] {
+				b, err := p.Bytes(h)
+				if err != nil {
+					return violationf(ErrContract, "Bytes: %v", err)
+				}
+				for i := range b {
+					b[i] = byte(rng.Uint32())
+				}
+			}
+		}
+		rng = rand.New(rand.NewPCG(uint64(pass), 5))
+		for k, p := range pools {
+			for _, h := range all[k] {
+				b, _ := p.Bytes(h)
+				for i, v := range b {
+					if v != byte(rng.Uint32()) {
+						return violationf(ErrAliased, "byte %d of pool %d's %v was overwritten by a write to another pool's block", i, k, h)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func checkForged(r *plRun) error {
+	s := r.x
+	h, err := s.Alloc()
+	if err != nil {
+		return violationf(ErrContract, "Alloc: %v", err)
+	}
+	n := capacityOf(s)
+	if err := wantIs("Free(Handle{})", s.Free(pool.Handle{}), pool.ErrZeroHandle); err != nil {
+		return err
+	}
+	id := poolID(h)
+	if err := wantIs("Free of an index past capacity", s.Free(mkHandle(id, uint32(n), h.Generation())), pool.ErrOutOfRange); err != nil {
+		return err
+	}
+	// Block n-1 is free, at generation 0: a forged even generation must not
+	// match it, nor must a guessed future generation of the live block.
+	if _, err := s.Bytes(mkHandle(id, uint32(n-1), 0)); !errors.Is(err, pool.ErrStaleHandle) {
+		return violationf(ErrAliased, "Bytes of a free block with a forged generation = %v, want pool.ErrStaleHandle", err)
+	}
+	if _, err := s.Bytes(mkHandle(id, uint32(h.Index()), h.Generation()+2)); !errors.Is(err, pool.ErrStaleHandle) {
+		return violationf(ErrAliased, "Bytes with a guessed generation = %v, want pool.ErrStaleHandle", err)
+	}
+	if err := statsWant(s, 1, 1, 0, 4); err != nil {
+		return err
+	}
+	// Thousands of forgeries near live and free handles: only the exact
+	// live handle is accepted, and each rejection says why.
+	live := make([]pool.Handle, n/2)
+	if err := s.AllocChunk(live); err != nil {
+		return violationf(ErrContract, "AllocChunk: %v", err)
+	}
+	live = append(live, h)
+	for _, x := range live[:len(live)/2] {
+		if err := s.Free(x); err != nil {
+			return violationf(ErrContract, "Free: %v", err)
+		}
+	}
+	live = live[len(live)/2:]
+	isLive := map[pool.Handle]bool{}
+	for _, x := range live {
+		isLive[x] = true
+	}
+	rng := rand.New(rand.NewPCG(6, 7))
+	rejected := uint64(4)
+	for i := range 3000 {
+		base := live[rng.IntN(len(live))]
+		idx, gen, pid := uint32(base.Index()), base.Generation(), id
+		switch rng.IntN(8) {
+		case 0:
+			gen += uint64(1 + rng.IntN(4))
+		case 1:
+			gen -= uint64(1 + rng.IntN(4))
+		case 2:
+			gen ^= 1 << (rng.IntN(64))
+		case 3:
+			idx = uint32(rng.IntN(n + 8))
+		case 4:
+			idx = uint32(n) + rng.Uint32N(1<<20)
+		case 5:
+			pid ^= 1 << rng.IntN(32)
+		case 6:
+			gen = rng.Uint64()
+		default:
+			idx, gen = uint32(rng.IntN(n)), uint64(rng.IntN(8))
+		}
+		f := mkHandle(pid, idx, gen)
+		_, err := s.Bytes(f)
+		if isLive[f] {
+			if err != nil {
+				return violationf(ErrContract, "forgery %d: Bytes of the live %v: %v", i, f, err)
+			}
+			continue
+		}
+		rejected++
+		var want error
+		switch {
+		case f.IsZero():
+			want = pool.ErrZeroHandle
+		case pid != id:
+			want = pool.ErrForeignHandle
+		case int(idx) >= n:
+			want = pool.ErrOutOfRange
+		default:
+			want = pool.ErrStaleHandle
+		}
+		if !errors.Is(err, want) {
+			return violationf(ErrAliased, "forgery %d: Bytes(%v) = %v, want %v (the live handle of that block is not it)", i, f, err, want)
+		}
+	}
+	for _, x := range live {
+		if _, err := s.Bytes(x); err != nil {
+			return violationf(ErrContract, "a live handle after forgeries: %v", err)
+		}
+	}
+	allocs := uint64(1 + n/2)
+	return statsWant(s, len(live), allocs, allocs-uint64(len(live)), rejected)
+}
+
+func checkNoAliasing(r *plRun) error {
+	s := r.x
+	n := capacityOf(s)
+	rng := rand.New(rand.NewPCG(5, 6))
+	type blk struct {
+		h   pool.Handle
+		tag byte
+	}
+	var live []blk
+	tag := byte(0)
+	for round := range 50 {
+		for len(live) < n && rng.IntN(4) != 0 {
+			var h pool.Handle
+			var b []byte
+			var err error
+			if round%2 == 0 {
+				h, b, err = s.AllocBytes()
+			} else if h, err = s.Alloc(); err == nil {
+				b, err = s.Bytes(h)
+			}
+			if err != nil {
+				return violationf(ErrContract, "Alloc: %v", err)
+			}
+			if len(b) != s.Stats().BlockSize || cap(b) != len(b) {
+				return violationf(ErrAliased, "a block of %d bytes, capacity %d, in a pool of %d-byte blocks", len(b), cap(b), s.Stats().BlockSize)
+			}
+			tag++
+			fill(b, tag)
+			live = append(live, blk{h, tag})
+		}
+		for _, l := range live {
+			b, err := s.Bytes(l.h)
+			if err != nil {
+				return violationf(ErrContract, "Bytes of a live handle: %v", err)
+			}
+			if j, ok := check(b, l.tag); !ok {
+				return violationf(ErrAliased, "round %d: byte %d of live %v changed: another live handle shares its memory", round, j, l.h)
+			}
+		}
+		for k := rng.IntN(len(live) + 1); k > 0; k-- {
+			i := rng.IntN(len(live))
+			if err := s.Free(live[i].h); err != nil {
+				return violationf(ErrContract, "Free: %v", err)
+			}
+			live = append(live[:i], live[i+1:]...)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,620 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+
+	"github.com/locus-go/locus/pool"
+)
+
+// sendDraining frees chunk through snd on another goroutine while the owner
+// keeps draining, as a bounded transport needs. It returns how many blocks
+// the drains freed and what they reported; a failed send is a violation.
+func sendDraining(ctx context.Context, s subject, snd sender, chunk []pool.Handle) (int, []error, error) {
+	var c crew
+	c.Go(func() error {
+		if err := snd.FreeChunk(chunk); err != nil {
+			return violationf(ErrContract, "sender FreeChunk of %d handles: %v", len(chunk), err)
+		}
+		return nil
+	})
+	drained := 0
+	var reports []error
+	var b backoff
+	for !c.finished() {
+		n, err := s.Drain()
+		drained += n
+		if err != nil {
+			reports = append(reports, err)
+		}
+		if n > 0 {
+			b.reset()
+		} else if !b.wait(ctx) {
+			return drained, reports, c.stopped("senders' FreeChunk calls were")
+		}
+	}
+	return drained, reports, c.wait(ctx, "senders")
+}
+
+// room returns how many handles, up to want, one sender can free with one
+// FreeChunk into an empty transport without waiting for a drain.
+func room(s subject, want int) int {
+	bd, bounded := s.bounds()
+	if !bounded || bd.Chunked {
+		return want
+	}
+	return min(want, bd.Capacity)
+}
+
+func checkExhaustion(r *plRun) error {
+	s := r.x
+	n := capacityOf(s)
+	hs := make([]pool.Handle, n)
+	if err := s.AllocChunk(hs); err != nil {
+		return violationf(ErrContract, "AllocChunk(%d): %v", n, err)
+	}
+	if _, err := s.Alloc(); !errors.Is(err, pool.ErrExhausted) {
+		return violationf(ErrContract, "Alloc on an empty pool = %v, want pool.ErrExhausted", err)
+	}
+	if _, _, err := s.AllocBytes(); !errors.Is(err, pool.ErrExhausted) {
+		return violationf(ErrContract, "AllocBytes on an empty pool = %v, want pool.ErrExhausted", err)
+	}
+	for _, h := range hs[:2] {
+		if err := s.Free(h); err != nil {
+			return violationf(ErrContract, "Free: %v", err)
+		}
+	}
+	three := make([]pool.Handle, 3)
+	if err := s.AllocChunk(three); !errors.Is(err, pool.ErrExhausted) {
+		return violationf(ErrContract, "AllocChunk(3) with 2 free = %v, want pool.ErrExhausted", err)
+	}
+	if err := statsWant(s, n-2, uint64(n), 2, 0); err != nil {
+		return fmt.Errorf("after a failed AllocChunk, nothing may be allocated: %w", err)
+	}
+	if err := s.AllocChunk(three[:2]); err != nil {
+		return violationf(ErrContract, "AllocChunk(2) with 2 free: %v", err)
+	}
+	if hw := s.Stats().HighWater; hw != n {
+		return violationf(ErrAccounting, "HighWater = %d, want %d", hw, n)
+	}
+	return statsWant(s, n, uint64(n)+2, 2, 0)
+}
+
+func checkDrainOnExhaustion(r *plRun) error {
+	s, ctx := r.x, r.ctx
+	n := capacityOf(s)
+	hs := make([]pool.Handle, n)
+	if err := s.AllocChunk(hs); err != nil {
+		return violationf(ErrContract, "AllocChunk: %v", err)
+	}
+	snd, err := s.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	k := room(s, 3)
+	var c crew
+	c.Go(func() error { return snd.FreeChunk(hs[:k]) }) // a worker frees k blocks
+	if err := c.wait(ctx, "senders' FreeChunk calls into a transport with room were"); err != nil {
+		return err
+	}
+	// No explicit Drain: the allocation must find them itself.
+	before := s.Stats()
+	for i := range k {
+		if _, err := s.Alloc(); err != nil {
+			return violationf(ErrLost, "Alloc %d with %d blocks remotely freed and no Drain: %v", i+1, k, err)
+		}
+	}
+	st := s.Stats()
+	switch {
+	case st.RemoteSubmitted != uint64(k) || st.RemoteDrained != uint64(k) || st.Frees != uint64(k):
+		return violationf(ErrAccounting, "after drain-on-exhaustion: submitted %d drained %d frees %d, want %d %d %d (a drain inside Alloc must be counted)",
+			st.RemoteSubmitted, st.RemoteDrained, st.Frees, k, k, k)
+	case st.Drains == before.Drains:
+		return violationf(ErrAccounting, "allocations that drained the transport left Drains at %d", st.Drains)
+	}
+	return statsWant(s, n, uint64(n+k), uint64(k), 0)
+}
+
+func checkDrainUntilSatisfied(r *plRun) error {
+	s, ctx := r.x, r.ctx
+	n := capacityOf(s)
+	bd, bounded := s.bounds()
+	// perSender is how many blocks one sender can leave waiting.
+	perSender, senders := n, 1
+	if bounded {
+		perSender = bd.Capacity // items; a chunk item here is one handle
+		if !bd.PerProducer {
+			senders = 1
+		} else {
+			senders = min((n+perSender-1)/perSender, 16)
+		}
+	}
+	most := min(n, perSender*senders)
+	ks := []int{1, 2, 31, 32, 33, n / 2, n}
+	if bounded {
+		ks = append(ks, bd.Batch-1, bd.Batch, bd.Batch+1, 2*bd.Batch+1, 3*bd.Batch+2, perSender, perSender+1)
+	}
+	snds := make([]sender, senders)
+	for i := range snds {
+		snd, err := s.NewSender()
+		if err != nil {
+			return violationf(ErrContract, "NewSender: %v", err)
+		}
+		snds[i] = snd
+	}
+	all := make([]pool.Handle, n)
+	if err := s.AllocChunk(all); err != nil {
+		return violationf(ErrContract, "AllocChunk of the whole pool: %v", err)
+	}
+	// park frees the first k live blocks through the senders, one handle
+	// per FreeChunk, at most perSender each, and waits for the sends.
+	park := func(k int) error {
+		var c crew
+		for i, snd := range snds {
+			lo, hi := i*perSender, min((i+1)*perSender, k)
+			if lo >= hi {
+				break
+			}
+			c.Go(func() error {
+				for _, h := range all[lo:hi] {
+					if err := snd.FreeChunk([]pool.Handle{h}); err != nil {
+						return violationf(ErrContract, "sender FreeChunk: %v", err)
+					}
+				}
+				return nil
+			})
+		}
+		return c.wait(ctx, "senders' FreeChunk calls into a transport with room were")
+	}
+	for _, k := range ks {
+		if k < 1 || k > most {
+			continue
+		}
+		if st := s.Stats(); st.Free != 0 {
+			return violationf(ErrAccounting, "%d blocks free, want 0", st.Free)
+		}
+		// AllocChunk(k+1) fails, having drained all k and allocated none.
+		if k < n {
+			if err := park(k); err != nil {
+				return err
+			}
+			more := make([]pool.Handle, k+1)
+			if err := s.AllocChunk(more); !errors.Is(err, pool.ErrExhausted) {
+				return violationf(ErrContract, "AllocChunk(%d) with %d blocks freed remotely = %v, want pool.ErrExhausted", k+1, k, err)
+			}
+			if st := s.Stats(); st.Free != k || st.Live != n-k {
+				return violationf(ErrLost, "AllocChunk(%d) with %d blocks freed remotely failed and left %d blocks free, want all %d drained and none allocated", k+1, k, st.Free, k)
+			}
+			if err := s.AllocChunk(all[:k]); err != nil {
+				return violationf(ErrContract, "AllocChunk(%d) with %d free: %v", k, k, err)
+			}
+		}
+		// AllocChunk(k) succeeds, draining as often as it takes.
+		if err := park(k); err != nil {
+			return err
+		}
+		before := s.Stats()
+		if err := s.AllocChunk(all[:k]); err != nil {
+			return violationf(ErrLost, "AllocChunk(%d) with no block free and %d freed through %d senders: %v (drained %d)",
+				k, k, senders, err, s.Stats().RemoteDrained-before.RemoteDrained)
+		}
+		// And so do k Allocs.
+		if err := park(k); err != nil {
+			return err
+		}
+		for i := range k {
+			h, err := s.Alloc()
+			if err != nil {
+				return violationf(ErrLost, "Alloc %d of %d with no block free and %d freed through senders: %v", i+1, k, k, err)
+			}
+			all[i] = h
+		}
+		if err := identities(s.Stats()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkRemote(r *plRun) error { return remoteExchange(r.ctx, r.x, false, 1) }
+
+// remoteExchange has workers free chunks the owner allocates, through their
+// own senders, while the owner allocates and drains, and checks that every
+// block comes back exactly once. With perRequest each worker makes a sender
+// per chunk and retires it once the chunk is freed, as a server that makes
+// one per request would. The workers free about 16000 handles, or 2000
+// through a bounded transport (divided by part).
+func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) error {
+	const workers = 4
+	chunks := scaled(200) / part
+	budget := scaled(16000) / part
+	if _, bounded := s.bounds(); bounded {
+		budget /= 8
+	}
+	n := capacityOf(s)
+	type job struct {
+		hs  []pool.Handle
+		mem [][]byte
+	}
+	// live[i] is set by the owner when it hands block i out and cleared by
+	// the worker just before it frees the block: finding it set at
+	// allocation means a live block was handed out twice.
+	live := make([]atomic.Bool, n)
+	jobs := make([]chan job, workers)
+	var freedJobs atomic.Int64 // jobs whose blocks the worker has freed
+	var c crew
+	for w := range workers {
+		jobs[w] = make(chan job, chunks)
+		var snd sender
+		if !perRequest {
+			var err error
+			if snd, err = s.NewSender(); err != nil {
+				return violationf(ErrContract, "NewSender: %v", err)
+			}
+		}
+		c.Go(func() error {
+			var bad error
+			for j := range jobs[w] {
+				if perRequest {
+					var err error
+					if snd, err = s.NewSender(); err != nil {
+						return violationf(ErrContract, "NewSender on a worker: %v", err)
+					}
+				}
+				// Read what the owner wrote, then write, so the race
+				// detector sees the handoff both ways. A worker that
+				// finds a violation goes on freeing, so the owner is not
+				// left waiting for blocks.
+				for k, h := range j.hs {
+					if v := j.mem[k][0]; v != byte(h.Generation()) && bad == nil {
+						bad = violationf(ErrAliased, "worker read %#x in %v, owner wrote %#x", v, h, byte(h.Generation()))
+					}
+					j.mem[k][0] = 0
+					live[h.Index()].Store(false)
+				}
+				// Every send path: FreeChunk, Free one by one, and
+				// TryFreeChunk with FreeChunk for what it leaves.
+				var err error
+				switch len(j.hs) % 3 {
+				case 0:
+					err = snd.FreeChunk(j.hs)
+				case 1:
+					if len(j.hs) > 8 { // one send per handle: short jobs only
+						err = snd.FreeChunk(j.hs)
+						break
+					}
+					for _, h := range j.hs {
+						if err = snd.Free(h); err != nil {
+							break
+						}
+					}
+				default:
+					var m int
+					m, err = snd.TryFreeChunk(j.hs)
+					switch {
+					case m < 0 || m > len(j.hs) || (m < len(j.hs)) != (err != nil):
+						return violationf(ErrContract, "TryFreeChunk of %d handles = (%d, %v)", len(j.hs), m, err)
+					case errors.Is(err, pool.ErrFull):
+						err = snd.FreeChunk(j.hs[m:])
+					}
+				}
+				if err != nil && bad == nil {
+					bad = violationf(ErrContract, "sender freeing %d handles: %v", len(j.hs), err)
+				}
+				if perRequest {
+					if err := snd.Close(); err != nil && bad == nil {
+						bad = violationf(ErrContract, "Sender.Close = %v, want nil", err)
+					}
+					if err := snd.FreeChunk(j.hs[:1]); !errors.Is(err, pool.ErrClosed) && bad == nil {
+						bad = violationf(ErrContract, "FreeChunk of a retired sender = %v, want pool.ErrClosed", err)
+					}
+				}
+				freedJobs.Add(1)
+				if ctx.Err() != nil {
+					return bad
+				}
+			}
+			return bad
+		})
+	}
+	// stop ends the workers, draining while they finish: a worker blocked
+	// on a full bounded transport needs the owner to make room.
+	stop := func(err error) error {
+		for _, j := range jobs {
+			close(j)
+		}
+		var b backoff
+		for !c.finished() {
+			if m, _ := s.Drain(); m > 0 {
+				b.reset()
+			} else if !b.wait(ctx) {
+				return errors.Join(err, c.stopped("workers were"))
+			}
+		}
+		return errors.Join(err, c.wait(ctx, "workers"))
+	}
+	// A drain error here means a handle freed once was rejected: the
+	// transport delivered it twice or corrupted it.
+	drain := func() (int, error) {
+		m, err := s.Drain()
+		if err != nil {
+			return m, violationf(ErrDuplicated, "a drain rejected handles that were freed once each: %v", err)
+		}
+		return m, nil
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	total := 0
+	start := s.Stats()
+	var b backoff
+	for dispatched := 0; dispatched < chunks*workers && total < budget; {
+		if _, err := drain(); err != nil {
+			return stop(err)
+		}
+		k := 1 + rng.IntN(16)
+		switch rng.IntN(16) {
+		case 0:
+			k = 1 + rng.IntN(max(n/2, 1))
+		case 1:
+			k = 31 + rng.IntN(4)
+		}
+		hs := make([]pool.Handle, min(k, n))
+		if err := s.AllocChunk(hs); errors.Is(err, pool.ErrExhausted) {
+			// Workers hold the blocks. Once every dispatched job has
+			// been freed, a drain that brings nothing means blocks are
+			// lost.
+			idle := freedJobs.Load() == int64(dispatched)
+			m, err := drain()
+			if err != nil {
+				return stop(err)
+			}
+			if m == 0 && idle && s.Stats().Free < len(hs) {
+				st := s.Stats()
+				return stop(violationf(ErrLost, "every job was freed by its worker, yet %d blocks never came back (submitted %d, drained %d)",
+					st.Live, st.RemoteSubmitted, st.RemoteDrained))
+			}
+			if m > 0 {
+				b.reset()
+			} else if !b.wait(ctx) {
+				return stop(violationf(ErrDeadlock, "pool exhausted and workers stuck"))
+			}
+			continue
+		} else if err != nil {
+			return stop(violationf(ErrContract, "AllocChunk: %v", err))
+		}
+		mem := make([][]byte, len(hs))
+		for k, h := range hs {
+			if live[h.Index()].Swap(true) {
+				return stop(violationf(ErrDuplicated, "block %d handed out again while a worker still holds it", h.Index()))
+			}
+			b, err := s.Bytes(h)
+			if err != nil {
+				return stop(violationf(ErrContract, "Bytes of a fresh handle: %v", err))
+			}
+			b[0] = byte(h.Generation())
+			mem[k] = b
+		}
+		jobs[dispatched%workers] <- job{hs, mem}
+		dispatched++
+		total += len(hs)
+	}
+	if err := stop(nil); err != nil {
+		return err
+	}
+	// Every send has returned: drain until nothing more comes.
+	for {
+		m, err := drain()
+		if err != nil {
+			return err
+		}
+		if m == 0 {
+			break
+		}
+	}
+	st := s.Stats()
+	submitted, drained := st.RemoteSubmitted-start.RemoteSubmitted, st.RemoteDrained-start.RemoteDrained
+	switch {
+	case drained > submitted:
+		return violationf(ErrDuplicated, "drained %d handles, senders submitted %d", drained, submitted)
+	case st.Live != start.Live:
+		return violationf(ErrLost, "%d blocks never came back (submitted %d, drained %d)", st.Live-start.Live, submitted, drained)
+	case submitted != uint64(total) || drained != uint64(total):
+		return violationf(ErrAccounting, "submitted %d, drained %d, freed %d remotely", submitted, drained, total)
+	}
+	return statsWant(s, start.Live, start.Allocs+uint64(total), start.Frees+uint64(total), start.Rejected)
+}
+
+func checkRemoteRejects(r *plRun) error {
+	s, ctx := r.x, r.ctx
+	o, err := r.another()
+	if err != nil {
+		return err
+	}
+	foreign, err := o.Alloc()
+	if err != nil {
+		return violationf(ErrContract, "Alloc on the other pool: %v", err)
+	}
+	hs := make([]pool.Handle, 4)
+	if err := s.AllocChunk(hs); err != nil {
+		return violationf(ErrContract, "AllocChunk: %v", err)
+	}
+	stale := hs[1]
+	if err := s.Free(stale); err != nil {
+		return violationf(ErrContract, "Free: %v", err)
+	}
+	chunk := []pool.Handle{hs[0], stale, {}, hs[2], hs[3], foreign}
+	const bad = 3
+	snd, err := s.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	drained, reports, err := sendDraining(ctx, s, snd, chunk)
+	if err != nil {
+		return err
+	}
+	for range 64 {
+		if s.Stats().RemoteDrained >= uint64(len(chunk)) {
+			break
+		}
+		n, err := s.Drain()
+		drained += n
+		if err != nil {
+			reports = append(reports, err)
+		}
+	}
+	// A bounded transport may deliver the chunk over several drains, each
+	// reporting its own rejections.
+	rejected := 0
+	var first *pool.RejectedError
+	for _, r := range reports {
+		var rej *pool.RejectedError
+		if !errors.As(r, &rej) {
+			return violationf(ErrContract, "Drain reported %v, want a *pool.RejectedError", r)
+		}
+		if first == nil {
+			first = rej
+		}
+		rejected += rej.Rejected
+	}
+	switch {
+	case drained != 3:
+		return violationf(ErrLost, "drains freed %d blocks, want the 3 good ones", drained)
+	case first == nil || rejected != bad:
+		return violationf(ErrContract, "drains reported %v, want *pool.RejectedErrors of %d handles in all", reports, bad)
+	case !errors.Is(first, pool.ErrStaleHandle) || first.First != stale:
+		return violationf(ErrContract, "the first rejection reported is %v, want the stale %v", first, stale)
+	}
+	if err := statsWant(s, 0, 4, 4, uint64(bad)); err != nil {
+		return err
+	}
+	// The free list must be intact: every block can be handed out once.
+	n := capacityOf(s)
+	all := make([]pool.Handle, n)
+	if err := s.AllocChunk(all); err != nil {
+		return violationf(ErrLost, "AllocChunk of the whole pool after rejects: %v", err)
+	}
+	seen := make(map[int]bool, n)
+	for _, h := range all {
+		if seen[h.Index()] {
+			return violationf(ErrDuplicated, "block %d handed out twice after a drain with bad handles", h.Index())
+		}
+		seen[h.Index()] = true
+	}
+	return nil
+}
+
+func checkTryFree(r *plRun) error {
+	s := r.x
+	n := capacityOf(s)
+	bd, bounded := s.bounds()
+	snd, err := s.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	// drainN drains until want blocks came back.
+	drainN := func(want int) error {
+		got := 0
+		for got < want {
+			m, err := s.Drain()
+			if err != nil || m == 0 {
+				return violationf(ErrLost, "drains freed %d of %d blocks that TryFreeChunk reported sent (%v)", got, want, err)
+			}
+			got += m
+		}
+		return nil
+	}
+	if !bounded {
+		for _, k := range []int{1, 5, 33, n} {
+			hs := make([]pool.Handle, k)
+			if err := s.AllocChunk(hs); err != nil {
+				return violationf(ErrContract, "AllocChunk: %v", err)
+			}
+			before := snd.Submitted()
+			if m, err := snd.TryFreeChunk(hs); m != k || err != nil {
+				return violationf(ErrContract, "TryFreeChunk of %d handles on an unbounded transport = (%d, %v), want (%d, nil)", k, m, err, k)
+			}
+			if sub := snd.Submitted() - before; sub != uint64(k) {
+				return violationf(ErrAccounting, "Submitted grew by %d for %d handles", sub, k)
+			}
+			if err := drainN(k); err != nil {
+				return err
+			}
+		}
+		return statsWant(s, 0, uint64(1+5+33+n), uint64(1+5+33+n), 0)
+	}
+	// Fill the queue up to three items with copies of a filler handle,
+	// then try a chunk of distinct handles that does not fit.
+	filler, err := s.Alloc()
+	if err != nil {
+		return violationf(ErrContract, "Alloc: %v", err)
+	}
+	left := min(3, bd.Capacity)
+	copies := bd.Capacity - left
+	if err := fillTransport(snd, filler, bd, left); err != nil {
+		return err
+	}
+	hs := make([]pool.Handle, left+5)
+	if err := s.AllocChunk(hs); err != nil {
+		return violationf(ErrContract, "AllocChunk: %v", err)
+	}
+	var sent, kept []pool.Handle
+	if bd.Chunked {
+		for i := range left {
+			if m, err := snd.TryFreeChunk(hs[i : i+1]); m != 1 || err != nil {
+				return violationf(ErrContract, "TryFreeChunk of a chunk item into a queue with room = (%d, %v), want (1, nil)", m, err)
+			}
+		}
+		if m, err := snd.TryFreeChunk(hs[left:]); m != 0 || !errors.Is(err, pool.ErrFull) {
+			return violationf(ErrContract, "TryFreeChunk of a %d-handle chunk item into a full queue = (%d, %v), want (0, pool.ErrFull)", len(hs)-left, m, err)
+		}
+	} else if m, err := snd.TryFreeChunk(hs); m != left || !errors.Is(err, pool.ErrFull) {
+		return violationf(ErrContract, "TryFreeChunk of %d handles into a queue with room for %d = (%d, %v), want (%d, pool.ErrFull)", len(hs), left, m, err, left)
+	}
+	sent, kept = hs[:left], hs[left:]
+	submitted := uint64(bd.Capacity)
+	if sub := snd.Submitted(); sub != submitted {
+		return violationf(ErrAccounting, "Submitted = %d, TryFreeChunk sent %d", sub, submitted)
+	}
+	// What was not sent is still the caller's, live.
+	for _, h := range kept {
+		if _, err := s.Bytes(h); err != nil {
+			return violationf(ErrLost, "a handle TryFreeChunk did not send is no longer live: %v", err)
+		}
+	}
+	for s.Stats().RemoteDrained < submitted {
+		m, err := s.Drain()
+		var rej *pool.RejectedError
+		if m == 0 && (err == nil || !errors.As(err, &rej)) {
+			return violationf(ErrLost, "drains took %d of %d handles that TryFreeChunk reported sent (%v)", s.Stats().RemoteDrained, submitted, err)
+		}
+	}
+	gone := slices.Clone(sent)
+	if copies > 0 {
+		gone = append(gone, filler)
+	}
+	for _, h := range gone {
+		if _, err := s.Bytes(h); !errors.Is(err, pool.ErrStaleHandle) {
+			return violationf(ErrLost, "a handle TryFreeChunk sent is still live after the drains: %v", err)
+		}
+	}
+	if err := s.FreeChunk(kept); err != nil {
+		return violationf(ErrContract, "FreeChunk of the handles TryFreeChunk left: %v", err)
+	}
+	if copies == 0 {
+		if err := s.Free(filler); err != nil {
+			return violationf(ErrContract, "Free: %v", err)
+		}
+	}
+	st := s.Stats()
+	// Every copy of the filler but the first was rejected, and so was
+	// every Bytes of a stale handle above.
+	rejected := uint64(max(copies-1, 0) + len(gone))
+	if st.Live != 0 || st.RemoteSubmitted != submitted || st.RemoteDrained != submitted || st.Rejected != rejected {
+		return violationf(ErrAccounting, "after TryFreeChunk and drains: live %d, submitted %d, drained %d, rejected %d, want 0 %d %d %d",
+			st.Live, st.RemoteSubmitted, st.RemoteDrained, st.Rejected, submitted, submitted, rejected)
+	}
+	return identities(st)
+}

@@ -1,0 +1,480 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"sync/atomic"
+
+	"github.com/locus-go/locus/pool"
+)
+
+// identities checks the identities that every pool.Stats satisfies, from
+// Stats or from Snapshot.
+func identities(st pool.Stats) error {
+	var drains, lo, hi uint64
+	open := false // the last bucket has no upper bound
+	for k, c := range st.DrainSizes {
+		drains += c
+		if k > 0 {
+			lo += c << (k - 1)
+		}
+		if b := pool.DrainBucketBound(k); b < 0 {
+			open = open || c > 0
+		} else {
+			hi += c * uint64(b)
+		}
+	}
+	switch {
+	case st.Live+st.Free != st.Capacity:
+		return violationf(ErrAccounting, "Live %d + Free %d != Capacity %d", st.Live, st.Free, st.Capacity)
+	case int(st.Allocs-st.Frees) != st.Live:
+		return violationf(ErrAccounting, "Allocs %d - Frees %d != Live %d", st.Allocs, st.Frees, st.Live)
+	case st.RemoteSubmitted < st.RemoteDrained:
+		return violationf(ErrAccounting, "RemoteSubmitted %d < RemoteDrained %d", st.RemoteSubmitted, st.RemoteDrained)
+	case st.HighWater < st.Live || st.HighWater > st.Capacity:
+		return violationf(ErrAccounting, "HighWater %d outside [Live %d, Capacity %d]", st.HighWater, st.Live, st.Capacity)
+	case drains != st.Drains:
+		return violationf(ErrAccounting, "the drain histogram sums to %d, Drains is %d", drains, st.Drains)
+	case st.RemoteDrained < lo || (!open && st.RemoteDrained > hi):
+		return violationf(ErrAccounting, "RemoteDrained %d is not what the drain histogram allows (%d to %d)", st.RemoteDrained, lo, hi)
+	}
+	return nil
+}
+
+// drainBucket is the bucket of pool.Stats.DrainSizes that counts a drain
+// of n handles, as pool.Stats documents it.
+func drainBucket(n uint64) int { return min(bits.Len64(n), pool.DrainBuckets-1) }
+
+// statsWant compares the counts that a case expects, and the identities.
+func statsWant(s subject, live int, allocs, frees, rejected uint64) error {
+	st := s.Stats()
+	if st.Live != live || st.Allocs != allocs || st.Frees != frees || st.Rejected != rejected {
+		return violationf(ErrAccounting, "stats live=%d allocs=%d frees=%d rejected=%d, want %d %d %d %d",
+			st.Live, st.Allocs, st.Frees, st.Rejected, live, allocs, frees, rejected)
+	}
+	return identities(st)
+}
+
+// notBehind checks that st, read after prev, went back on no counter and
+// changed no constant.
+func notBehind(prev, st pool.Stats) error {
+	switch {
+	case st.BlockSize != prev.BlockSize || st.Capacity != prev.Capacity || st.Order != prev.Order:
+		return violationf(ErrAccounting, "BlockSize, Capacity or Order changed: %d %d %v, then %d %d %v",
+			prev.BlockSize, prev.Capacity, prev.Order, st.BlockSize, st.Capacity, st.Order)
+	case st.Allocs < prev.Allocs || st.Frees < prev.Frees || st.RemoteSubmitted < prev.RemoteSubmitted ||
+		st.RemoteDrained < prev.RemoteDrained || st.Rejected < prev.Rejected || st.Drains < prev.Drains ||
+		st.HighWater < prev.HighWater:
+		return violationf(ErrAccounting, "a counter went back: %+v, then %+v", prev, st)
+	}
+	for k := range st.DrainSizes {
+		if st.DrainSizes[k] < prev.DrainSizes[k] {
+			return violationf(ErrAccounting, "drain histogram bucket %d went back from %d to %d", k, prev.DrainSizes[k], st.DrainSizes[k])
+		}
+	}
+	return nil
+}
+
+func checkAccounting(r *plRun) error {
+	s, ctx := r.x, r.ctx
+	n := capacityOf(s)
+	bd, bounded := s.bounds()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var live, stale []pool.Handle
+	// inflight holds remotely freed handles not yet drained, oldest first
+	// (one sender, so a transport delivers them in this order). They are
+	// still live to the pool until drained.
+	var inflight []pool.Handle
+	var allocs, frees, rejected, submitted uint64
+	hwm := 0
+	snd, err := s.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	// landed moves the k oldest in-flight handles to stale: a drain freed them.
+	landed := func(k int) {
+		stale = append(stale, inflight[:k]...)
+		inflight = inflight[k:]
+		frees += uint64(k)
+	}
+	for step := range 3000 {
+		before := s.Stats()
+		switch op := rng.IntN(10); {
+		case op < 4: // alloc
+			h, err := s.Alloc()
+			if len(live)+len(inflight) == n {
+				// Only a drain on exhaustion can make room.
+				got := int(s.Stats().RemoteDrained - before.RemoteDrained)
+				if got > len(inflight) {
+					return violationf(ErrDuplicated, "step %d: a drain inside Alloc took %d handles, %d were in flight", step, got, len(inflight))
+				}
+				landed(got)
+				if got == 0 && !errors.Is(err, pool.ErrExhausted) {
+					return violationf(ErrDuplicated, "step %d: Alloc with every block live = %v, want pool.ErrExhausted", step, err)
+				}
+				if err != nil {
+					break
+				}
+			} else if err != nil {
+				return violationf(ErrContract, "step %d: Alloc with %d of %d live: %v", step, len(live)+len(inflight), n, err)
+			}
+			allocs++
+			live = append(live, h)
+		case op < 6 && len(live) > 0: // local free
+			i := rng.IntN(len(live))
+			if err := s.Free(live[i]); err != nil {
+				return violationf(ErrContract, "step %d: Free: %v", step, err)
+			}
+			frees++
+			stale = append(stale, live[i])
+			live = append(live[:i], live[i+1:]...)
+		case op < 7 && len(stale) > 0: // stale free
+			if err := s.Free(stale[rng.IntN(len(stale))]); !errors.Is(err, pool.ErrStaleHandle) {
+				return violationf(ErrAliased, "step %d: Free of a stale handle = %v", step, err)
+			}
+			rejected++
+		case op < 8 && len(live) > 0: // remote free of a chunk
+			k := 1 + rng.IntN(min(len(live), 8))
+			if bounded && !bd.Chunked {
+				k = min(k, bd.Capacity)
+			}
+			chunk := live[len(live)-k:]
+			inflight = append(inflight, chunk...)
+			live = live[:len(live)-k]
+			got, reports, err := sendDraining(ctx, s, snd, chunk)
+			if got > len(inflight) || len(reports) > 0 {
+				return violationf(ErrDuplicated, "step %d: drains freed %d with %d in flight and reported %v", step, got, len(inflight), reports)
+			}
+			landed(got)
+			if err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+			submitted += uint64(k)
+			if sub := snd.Submitted(); sub != submitted {
+				return violationf(ErrAccounting, "step %d: Sender.Submitted = %d, it accepted %d", step, sub, submitted)
+			}
+		case op < 9: // drain everything in flight, one Drain at a time
+			for len(inflight) > 0 {
+				d0 := s.Stats()
+				m, err := s.Drain()
+				d1 := s.Stats()
+				took := d1.RemoteDrained - d0.RemoteDrained
+				switch {
+				case err != nil || m > len(inflight) || uint64(m) != took:
+					return violationf(ErrDuplicated, "step %d: Drain freed %d (took %d) with %d in flight (%v)", step, m, took, len(inflight), err)
+				case d1.Drains != d0.Drains+1:
+					return violationf(ErrAccounting, "step %d: one Drain call moved Drains from %d to %d", step, d0.Drains, d1.Drains)
+				case d1.DrainSizes[drainBucket(took)] != d0.DrainSizes[drainBucket(took)]+1:
+					return violationf(ErrAccounting, "step %d: a Drain of %d handles was not counted in drain histogram bucket %d", step, took, drainBucket(took))
+				}
+				if m == 0 {
+					// Every Send has returned: nothing is pending.
+					return violationf(ErrLost, "step %d: %d remotely freed handles never came back: a Drain after every Send had returned found nothing", step, len(inflight))
+				}
+				landed(m)
+			}
+		default: // bytes of a live block
+			if len(live) > 0 {
+				if _, err := s.Bytes(live[rng.IntN(len(live))]); err != nil {
+					return violationf(ErrContract, "step %d: Bytes of a live handle: %v", step, err)
+				}
+			}
+		}
+		hwm = max(hwm, len(live)+len(inflight))
+		if err := statsWant(s, len(live)+len(inflight), allocs, frees, rejected); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+		st := s.Stats()
+		switch {
+		case st.HighWater != hwm:
+			return violationf(ErrAccounting, "step %d: HighWater = %d, model says %d", step, st.HighWater, hwm)
+		case st.RemoteSubmitted != submitted:
+			return violationf(ErrAccounting, "step %d: RemoteSubmitted = %d, the sender accepted %d", step, st.RemoteSubmitted, submitted)
+		}
+		if err := notBehind(before, st); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+	}
+	return nil
+}
+
+func checkSnapshot(r *plRun) error {
+	s, ctx := r.x, r.ctx
+	n := capacityOf(s)
+	if first := s.Snapshot(); first.Capacity != n {
+		return violationf(ErrAccounting, "Snapshot of a fresh pool says capacity %d, Stats %d", first.Capacity, n)
+	}
+	// The scraper reads snapshots whenever the owner ticks, concurrently
+	// with the owner's next steps.
+	tick := make(chan struct{}, 1)
+	quit := make(chan struct{})
+	var snaps atomic.Int64
+	var scrape crew
+	scrape.Go(func() error {
+		// The scraper keeps the first violation and goes on to the end,
+		// so that what the case reports does not depend on who saw what
+		// first.
+		prev := s.Snapshot()
+		var first error
+		check := func() {
+			for range 8 {
+				st := s.Snapshot()
+				snaps.Add(1)
+				err := identities(st)
+				if err == nil {
+					err = notBehind(prev, st)
+				}
+				if err != nil && first == nil {
+					first = fmt.Errorf("snapshot %d: %w", snaps.Load(), err)
+				}
+				prev = st
+			}
+		}
+		for {
+			select {
+			case <-tick:
+				check()
+			case <-quit:
+				check() // at least one round
+				return first
+			case <-ctx.Done():
+				return first
+			}
+		}
+	})
+	// Workers free what the owner hands them through their own senders.
+	const workers = 2
+	var work crew
+	var freed atomic.Int64 // chunks the workers have freed
+	dispatched := 0        // chunks the owner handed them
+	jobs := make([]chan []pool.Handle, workers)
+	for w := range jobs {
+		jobs[w] = make(chan []pool.Handle, scaled(4000)) // never full: the owner must not block
+		snd, err := s.NewSender()
+		if err != nil {
+			close(quit)
+			return errors.Join(violationf(ErrContract, "NewSender: %v", err), scrape.wait(ctx, "scrapers"))
+		}
+		work.Go(func() error {
+			for chunk := range jobs[w] {
+				if err := snd.FreeChunk(chunk); err != nil {
+					return violationf(ErrContract, "sender FreeChunk: %v", err)
+				}
+				freed.Add(1)
+				if ctx.Err() != nil {
+					return nil
+				}
+			}
+			return nil
+		})
+	}
+	stop := func(err error) error {
+		for _, j := range jobs {
+			close(j)
+		}
+		var b backoff
+		for !work.finished() {
+			if m, _ := s.Drain(); m == 0 && !b.wait(ctx) {
+				break
+			}
+		}
+		close(quit)
+		return errors.Join(err, work.wait(ctx, "workers"), scrape.wait(ctx, "scrapers"))
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	bd, bounded := s.bounds()
+	var live, stale []pool.Handle
+	var drainErr error // the first, kept like the scraper's
+	var b backoff
+	for step := range scaled(4000) {
+		switch op := rng.IntN(10); {
+		case op < 4:
+			k := 1 + rng.IntN(8)
+			if bounded && !bd.Chunked {
+				k = min(k, bd.Capacity)
+			}
+			chunk := make([]pool.Handle, k)
+			for b.reset(); ; {
+				err := s.AllocChunk(chunk)
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, pool.ErrExhausted) {
+					return stop(violationf(ErrContract, "step %d: AllocChunk: %v", step, err))
+				}
+				// Workers hold the blocks: wait for them, and once they
+				// have freed every chunk a drain must bring them back.
+				if err := work.first(); err != nil {
+					return stop(nil) // reports the worker's error
+				}
+				idle := freed.Load() == int64(dispatched)
+				if m, _ := s.Drain(); m == 0 && idle && s.Stats().Free < k {
+					return stop(violationf(ErrLost, "step %d: every chunk handed to the workers was freed, yet %d blocks never came back", step, s.Stats().Live-len(live)))
+				}
+				if !b.wait(ctx) {
+					return stop(violationf(ErrDeadlock, "step %d: the pool stayed exhausted", step))
+				}
+			}
+			jobs[step%workers] <- chunk
+			dispatched++
+		case op < 6 && len(live) < max(n/4, 1):
+			h, err := s.Alloc()
+			if err == nil {
+				live = append(live, h)
+			}
+		case len(live) > 0 && (op < 7 || len(live) >= max(n/4, 1)):
+			if err := s.Free(live[0]); err != nil {
+				return stop(violationf(ErrContract, "step %d: Free: %v", step, err))
+			}
+			stale = append(stale, live[0])
+			live = live[1:]
+		case op < 8 && len(stale) > 0:
+			_ = s.Free(stale[rng.IntN(len(stale))]) // a rejection, counted
+		case op < 9:
+			if _, err := s.Drain(); err != nil && drainErr == nil {
+				drainErr = violationf(ErrDuplicated, "step %d: a drain rejected remotely freed handles, each freed once: %v", step, err)
+			}
+		default:
+			s.Stats()
+		}
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
+	}
+	if err := stop(drainErr); err != nil {
+		return err
+	}
+	for {
+		m, err := s.Drain()
+		if err != nil {
+			return violationf(ErrDuplicated, "a drain rejected remotely freed handles, each freed once: %v", err)
+		}
+		if m == 0 {
+			break
+		}
+	}
+	st, snap := s.Stats(), s.Snapshot()
+	if st.Live != len(live) {
+		return violationf(ErrLost, "%d blocks freed through senders never came back", st.Live-len(live))
+	}
+	if snap != st {
+		return violationf(ErrAccounting, "after the last Drain, with no sender busy, Snapshot = %+v, Stats = %+v", snap, st)
+	}
+	return nil
+}
+
+func checkPoolAllocs(r *plRun) error {
+	s := r.x
+	snd, err := s.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	k := 16
+	if bd, ok := s.bounds(); ok && !bd.Chunked {
+		k = min(k, bd.Capacity) // one goroutine sends and drains: the chunk must fit
+	}
+	chunk := make([]pool.Handle, k)
+	one := chunk[:1]
+	stale, err := s.Alloc()
+	if err != nil {
+		return violationf(ErrContract, "Alloc: %v", err)
+	}
+	if err := s.Free(stale); err != nil {
+		return violationf(ErrContract, "Free: %v", err)
+	}
+	fail := func(what string, err error) error {
+		if err != nil {
+			return violationf(ErrContract, "%s: %v", what, err)
+		}
+		return nil
+	}
+	// drainAll drains until want blocks came back.
+	drainAll := func(want int) error {
+		for got, i := 0, 0; got < want; i++ {
+			m, err := s.Drain()
+			if err != nil || i > want {
+				return violationf(ErrLost, "%d of %d remotely freed blocks drained (%v)", got, want, err)
+			}
+			got += m
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		name string
+		op   func() error
+	}{
+		{"Alloc+Free", func() error {
+			h, err := s.Alloc()
+			if err != nil {
+				return fail("Alloc", err)
+			}
+			return fail("Free", s.Free(h))
+		}},
+		{"AllocBytes+Bytes+Free", func() error {
+			h, _, err := s.AllocBytes()
+			if err != nil {
+				return fail("AllocBytes", err)
+			}
+			if _, err := s.Bytes(h); err != nil {
+				return fail("Bytes", err)
+			}
+			return fail("Free", s.Free(h))
+		}},
+		{"AllocChunk+FreeChunk", func() error {
+			if err := s.AllocChunk(chunk); err != nil {
+				return fail("AllocChunk", err)
+			}
+			return fail("FreeChunk", s.FreeChunk(chunk))
+		}},
+		{"a rejected Free", func() error {
+			if err := s.Free(stale); !errors.Is(err, pool.ErrStaleHandle) {
+				return violationf(ErrContract, "Free of a stale handle = %v", err)
+			}
+			return nil
+		}},
+		{"AllocChunk+sender FreeChunk+Drain", func() error {
+			if err := s.AllocChunk(chunk); err != nil {
+				return fail("AllocChunk", err)
+			}
+			if err := snd.FreeChunk(chunk); err != nil {
+				return fail("sender FreeChunk", err)
+			}
+			return drainAll(len(chunk))
+		}},
+		{"Alloc+sender Free+Drain", func() error {
+			if err := s.AllocChunk(one); err != nil {
+				return fail("AllocChunk", err)
+			}
+			if err := snd.Free(one[0]); err != nil {
+				return fail("sender Free", err)
+			}
+			return drainAll(1)
+		}},
+		{"AllocChunk+sender TryFreeChunk+Drain", func() error {
+			if err := s.AllocChunk(chunk); err != nil {
+				return fail("AllocChunk", err)
+			}
+			if m, err := snd.TryFreeChunk(chunk); m != len(chunk) || err != nil {
+				return violationf(ErrContract, "TryFreeChunk into an empty transport = (%d, %v)", m, err)
+			}
+			return drainAll(len(chunk))
+		}},
+		{"an idle Drain", func() error {
+			_, err := s.Drain()
+			return fail("Drain", err)
+		}},
+		{"Stats and Snapshot", func() error {
+			s.Stats()
+			s.Snapshot()
+			return nil
+		}},
+	} {
+		if err := noAllocs(c.name, c.op); err != nil {
+			return err
+		}
+	}
+	return nil
+}

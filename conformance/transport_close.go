@@ -1,0 +1,434 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/locus-go/locus/pool"
+)
+
+// closeLengths are the chunk lengths sent after a Close: empty, short,
+// around node and batch sizes, and longer than a bounded queue.
+func closeLengths(bd pool.Bounds, bounded bool) []int {
+	ls := []int{0, 1, 2, 3, 7, 8, 31, 32, 33, 63, 64, 65, 100, 255, 256, 257, 1000, 2049}
+	if bounded {
+		ls = append(ls, bd.Capacity-1, bd.Capacity, bd.Capacity+1, 2*bd.Capacity+1, bd.Batch+1)
+	}
+	slices.Sort(ls)
+	ls = slices.Compact(ls)
+	for len(ls) > 0 && ls[0] < 0 {
+		ls = ls[1:]
+	}
+	return ls
+}
+
+// sendsFail checks that every send path of prod fails with pool.ErrClosed
+// at every length of lengths.
+func sendsFail(who string, prod pool.Producer, lengths []int) error {
+	tp, _ := prod.(pool.TryProducer)
+	for _, n := range lengths {
+		chunk := handles(n)
+		if err := prod.Send(chunk); !errors.Is(err, pool.ErrClosed) {
+			return violationf(ErrContract, "%s: Send of %d handles = %v, want pool.ErrClosed", who, n, err)
+		}
+		if tp != nil {
+			if k, err := tp.TrySend(chunk); k != 0 || !errors.Is(err, pool.ErrClosed) {
+				return violationf(ErrContract, "%s: TrySend of %d handles = (%d, %v), want (0, pool.ErrClosed)", who, n, k, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkTransportClose(r *trRun) error {
+	tr := r.x
+	bd, bounded := boundsOf(tr)
+	used, err := tr.NewProducer()
+	if err != nil {
+		return violationf(ErrContract, "NewProducer: %v", err)
+	}
+	idle, err := tr.NewProducer()
+	if err != nil {
+		return violationf(ErrContract, "NewProducer: %v", err)
+	}
+	if err := used.Send(handles(1)); err != nil {
+		return violationf(ErrContract, "Send: %v", err)
+	}
+	if err := tr.Close(); err != nil {
+		return violationf(ErrContract, "Close: %v", err)
+	}
+	lengths := closeLengths(bd, bounded)
+	if err := sendsFail("after Close, a producer that had sent", used, lengths); err != nil {
+		return err
+	}
+	if err := sendsFail("after Close, an idle producer", idle, lengths); err != nil {
+		return err
+	}
+	late, err := tr.NewProducer()
+	switch {
+	case err == nil && late == nil:
+		return violationf(ErrContract, "NewProducer after Close = (nil, nil): want an error, or a producer whose sends fail")
+	case err == nil:
+		if err := sendsFail("a producer made after Close", late, lengths); err != nil {
+			return err
+		}
+	}
+	_ = tr.Close() // a second Close must not panic
+	if err := sendsFail("after a second Close", used, lengths[:4]); err != nil {
+		return err
+	}
+	return nil
+}
+
+func checkCloseWhileSending(r *trRun) error {
+	tr, ctx := r.x, r.ctx
+	bd, bounded := boundsOf(tr)
+	lengths := closeLengths(bd, bounded)
+	const producers = 4
+	var closed atomic.Bool      // set once Close has returned
+	shut := make(chan struct{}) // closed with it
+	var c crew
+	var sends atomic.Int64
+	for p := range producers {
+		prod, err := tr.NewProducer()
+		if err != nil {
+			return violationf(ErrContract, "NewProducer: %v", err)
+		}
+		c.Go(func() error {
+			for i := 0; ; i++ {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if i == 500 {
+					// Enough: wait for the Close (blocked, not spinning).
+					select {
+					case <-shut:
+					case <-ctx.Done():
+						return nil
+					}
+				}
+				n := lengths[1+(i*7+p)%(len(lengths)-1)]
+				if bounded && !bd.Chunked {
+					// One handle at a time: a Send blocked partway through a
+					// chunk is CloseReleasesBlocked's business.
+					n = 1
+				}
+				after := closed.Load()
+				err := send(prod, handles(n), i%2 == 0)
+				sends.Add(1)
+				switch {
+				case err == nil && after:
+					return violationf(ErrContract, "a send of %d handles that started after Close returned succeeded", n)
+				case err == nil:
+					continue
+				case !errors.Is(err, pool.ErrClosed):
+					return violationf(ErrContract, "a send of %d handles racing Close = %v, want nil or pool.ErrClosed", n, err)
+				}
+				return sendsFail("after a send failed with pool.ErrClosed", prod, lengths)
+			}
+		})
+	}
+	// Drain while they send, then close.
+	var b backoff
+	t := newTally(nil)
+	for sends.Load() < int64(scaled(400)) && !c.finished() {
+		if t.drain(tr) > 0 {
+			b.reset()
+		} else if !b.wait(ctx) {
+			close(shut)
+			return c.stopped("producers sending before Close were")
+		}
+	}
+	err := tr.Close()
+	closed.Store(true)
+	close(shut)
+	if err != nil {
+		return errors.Join(violationf(ErrContract, "Close: %v", err), c.wait(ctx, "producers"))
+	}
+	if err := c.wait(ctx, "producers sending when the transport was closed"); err != nil {
+		return err
+	}
+	return t.check()
+}
+
+func checkCloseReleases(r *trRun) error {
+	tr, ctx := r.x, r.ctx
+	bd, err := fillable(tr)
+	if err != nil {
+		return err
+	}
+	const producers = 4
+	l := newLedger(newHandleSource(18), producers)
+	tps, err := tryProducers(tr, producers)
+	if err != nil {
+		return err
+	}
+	// Fill the queues (the last producer's per-producer queue is left
+	// empty when a long per-handle chunk can fill it and then wait).
+	queues := 1
+	if bd.PerProducer {
+		queues = producers
+		if !bd.Chunked {
+			queues--
+		}
+	}
+	for p := range queues {
+		if _, err := fillItems(l, tps[p], p, bd, bd.Capacity); err != nil {
+			return err
+		}
+	}
+	// Block a Send on every path: one handle, a short chunk, and a chunk
+	// longer than the queue.
+	var c crew
+	ws := make([]*worker, producers)
+	lens := []int{1, 5, 2*bd.Capacity + 1, 2*bd.Capacity + 1}
+	for p, tp := range tps {
+		ws[p] = startWorker(&c, tp)
+		if err := handOut(ctx, ws[p], job{chunk: handles(lens[p])}); err != nil {
+			return errors.Join(err, stopWorkers(ctx, &c, ws...))
+		}
+	}
+	time.Sleep(2 * time.Millisecond) // let them block
+	for range 100 {
+		runtime.Gosched()
+	}
+	if err := tr.Close(); err != nil {
+		return errors.Join(violationf(ErrContract, "Close: %v", err), stopWorkers(ctx, &c, ws...))
+	}
+	for p, w := range ws {
+		select {
+		case err := <-w.done:
+			if err != nil && !errors.Is(err, pool.ErrClosed) {
+				return errors.Join(violationf(ErrContract, "a Send of %d handles blocked on a full transport returned %v after Close, want nil or pool.ErrClosed", lens[p], err), stopWorkers(ctx, &c, ws...))
+			}
+		case <-ctx.Done():
+			return errors.Join(violationf(ErrDeadlock, "a Send of %d handles blocked on a full transport was not released by Close", lens[p]), stopWorkers(ctx, &c, ws...))
+		}
+	}
+	return stopWorkers(ctx, &c, ws...)
+}
+
+func checkRetire(r *trRun) error {
+	tr, ctx := r.x, r.ctx
+	bd, bounded := boundsOf(tr)
+	src := newHandleSource(19)
+	l := newLedger(src, 2)
+	p, err := tr.NewProducer()
+	if err != nil {
+		return violationf(ErrContract, "NewProducer: %v", err)
+	}
+	q, err := tr.NewProducer()
+	if err != nil {
+		return violationf(ErrContract, "NewProducer: %v", err)
+	}
+	// p leaves more than a batch pending: a bounded queue full, an
+	// unbounded one with chunks of every size.
+	if bounded {
+		tp, ok := p.(pool.TryProducer)
+		if !ok {
+			return violationf(ErrContract, "producer %T of a bounded transport is not a pool.TryProducer", p)
+		}
+		if bd.Capacity <= 0 || (bd.Chunked && bd.Capacity > maxFilled) {
+			return skip("Bounds() = %+v cannot be filled here", bd)
+		}
+		if _, err := fillItems(l, tp, 0, bd, bd.Capacity); err != nil {
+			return err
+		}
+	} else {
+		for _, n := range []int{1, 40, 3, 100, 33, 2049, 1} {
+			chunk := freshChunk(src, 0, n)
+			if err := p.Send(chunk); err != nil {
+				return violationf(ErrContract, "Send: %v", err)
+			}
+			l.sent[0] = append(l.sent[0], chunk...)
+		}
+	}
+	if err := p.Close(); err != nil {
+		return violationf(ErrContract, "Producer.Close = %v, want nil", err)
+	}
+	for range 3 {
+		if err := p.Close(); err != nil {
+			return violationf(ErrContract, "Producer.Close again = %v, want nil", err)
+		}
+	}
+	if err := sendsFail("after Producer.Close", p, closeLengths(bd, bounded)); err != nil {
+		return err
+	}
+	// The other producer is unaffected; everything the retired one sent
+	// is still delivered, once.
+	l.drain(tr)
+	chunk := freshChunk(src, 1, 1)
+	if err := q.Send(chunk); err != nil {
+		return violationf(ErrContract, "another producer's Send after one retired: %v", err)
+	}
+	l.sent[1] = chunk
+	if err := l.settle(ctx, tr); err != nil {
+		return fmt.Errorf("a retired producer's pending handles: %w", err)
+	}
+	for i := range 50 {
+		if n := l.drain(tr); n != 0 {
+			return violationf(ErrDuplicated, "drain %d after a retired producer's handles were delivered delivered %d more", i, n)
+		}
+	}
+	// Producers retire while the owner drains.
+	src = newHandleSource(20)
+	const producers = 12
+	plans := planExchange(src, producers, []int{1, 2, 31, 32, 33, 100}, scaled(8000), 21)
+	e := exchange{tr: tr, l: newLedger(src, producers), plans: plans, staggered: producers / 2, try: true, retire: true}
+	if err := e.run(ctx); err != nil {
+		return fmt.Errorf("producers retiring while the owner drains: %w", err)
+	}
+	return nil
+}
+
+// Retention limits: over each of two windows of retiredWaves waves of
+// retiredPerWave producers that each sent, retired and were drained, the
+// live heap may grow by at most retainedBytes per retired producer and the
+// goroutine count by at most extraGoroutines. A transport that keeps
+// anything per retired producer (its queue, its box, even a pointer or a
+// counter in a list) grows by more in both windows; an allocation by some
+// other goroutine does not.
+const (
+	retiredWaves    = 64
+	retiredPerWave  = 64
+	retainedBytes   = 2
+	extraGoroutines = 4
+)
+
+// allWaves is the number of waves of a retention case: one to warm up
+// (one-time growth happens there), then two windows.
+const allWaves = 1 + 2*retiredWaves
+
+// retention runs wave(0) to warm up, then two windows of retiredWaves
+// waves, measuring the live heap and the goroutines before and after each
+// window, and reports what both windows kept. what names one retiree.
+func retention(ctx context.Context, what string, wave func(w int) error) error {
+	if err := wave(0); err != nil {
+		return err
+	}
+	type sample struct {
+		heap       uint64
+		goroutines int
+	}
+	measure := func() sample { return sample{liveHeap(), runtime.NumGoroutine()} }
+	samples := []sample{measure()}
+	for window := range 2 {
+		for i := range retiredWaves {
+			if err := wave(1 + window*retiredWaves + i); err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return violationf(ErrDeadlock, "retired %d waves of %ss before the watchdog fired", window*retiredWaves+i, what)
+			}
+		}
+		samples = append(samples, measure())
+	}
+	retired := retiredWaves * retiredPerWave
+	grew := func(k int) (int64, int) {
+		return int64(samples[k].heap) - int64(samples[k-1].heap), samples[k].goroutines - samples[k-1].goroutines
+	}
+	h1, g1 := grew(1)
+	h2, g2 := grew(2)
+	if g1 > extraGoroutines && g2 > extraGoroutines {
+		return violationf(ErrRetained, "%d and then %d more goroutines while two sets of %d %ss retired", g1, g2, retired, what)
+	}
+	if limit := int64(retainedBytes * retired); h1 > limit && h2 > limit {
+		return violationf(ErrRetained, "the live heap grew by %d and then %d bytes (%.1f per %s) while two sets of %d %ss retired and were drained, more than %d bytes each",
+			h1, h2, float64(h2)/float64(retired), what, retired, what, retainedBytes)
+	}
+	return nil
+}
+
+func checkRetiredForgotten(r *trRun) error {
+	tr, ctx := r.x, r.ctx
+	bd, bounded := boundsOf(tr)
+	total := allWaves * retiredPerWave
+	sent := make([]int32, total)
+	got := make([]int32, total)
+	strays := 0
+	t := newTally(func(h pool.Handle) {
+		if i := h.Index(); i < total && h.Generation() == uint64(i) {
+			got[i]++
+		} else {
+			strays++
+		}
+	})
+	drainDry := func() error { // until two drains in a row bring nothing, as ledger.drainDry
+		for empty := 0; empty < 2; {
+			if t.drain(tr) == 0 {
+				empty++
+			} else {
+				empty = 0
+			}
+			if ctx.Err() != nil {
+				return violationf(ErrDeadlock, "drains kept delivering")
+			}
+		}
+		return nil
+	}
+	prods := make([]pool.Producer, retiredPerWave)
+	chunk := make([]pool.Handle, 3)
+	wave := func(w int) error {
+		for i := range prods {
+			id := w*retiredPerWave + i
+			prod, err := tr.NewProducer()
+			if err != nil {
+				return violationf(ErrContract, "producer %d: NewProducer: %v", id, err)
+			}
+			prods[i] = prod
+			n := 1 + id%3
+			if bounded && !bd.Chunked {
+				n = min(n, max(bd.Capacity, 1))
+			}
+			for k := range n {
+				chunk[k] = mkHandle(7, uint32(id), uint64(id))
+			}
+			if err := prod.Send(chunk[:n]); err != nil {
+				return violationf(ErrContract, "producer %d: Send: %v", id, err)
+			}
+			sent[id] += int32(n)
+			if err := prod.Close(); err != nil {
+				return violationf(ErrContract, "producer %d: Close: %v", id, err)
+			}
+			if bounded && !bd.PerProducer {
+				if err := drainDry(); err != nil { // room in the shared queue
+					return err
+				}
+			}
+		}
+		clear(prods)
+		return drainDry()
+	}
+	if err := retention(ctx, "producer", wave); err != nil {
+		return err
+	}
+	if err := t.check(); err != nil {
+		return err
+	}
+	if strays > 0 {
+		return violationf(ErrCorrupted, "%d delivered handles were never sent", strays)
+	}
+	for id := range total {
+		switch {
+		case got[id] > sent[id]:
+			return violationf(ErrDuplicated, "retired producer %d's handle delivered %d times, sent %d", id, got[id], sent[id])
+		case got[id] < sent[id]:
+			return violationf(ErrLost, "retired producer %d's handle delivered %d times, sent %d: its pending handles were dropped at Close", id, got[id], sent[id])
+		}
+	}
+	return nil
+}
+
+// liveHeap collects garbage and returns the bytes of live heap objects.
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

@@ -1,0 +1,671 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/locus-go/locus/pool"
+)
+
+// worker is a producer on a goroutine of its own that sends the chunks it is
+// given, one at a time, and reports each Send's result.
+type worker struct {
+	prod pool.Producer
+	jobs chan job
+	done chan error
+}
+
+// job is one Send; after runs on the worker right after a Send that
+// returned nil, before the worker reports.
+type job struct {
+	chunk []pool.Handle
+	after func()
+}
+
+func startWorker(c *crew, prod pool.Producer) *worker {
+	w := &worker{prod: prod, jobs: make(chan job), done: make(chan error, 1)}
+	c.Go(func() error {
+		for j := range w.jobs {
+			err := w.prod.Send(j.chunk)
+			if err == nil && j.after != nil {
+				j.after()
+			}
+			w.done <- err
+		}
+		return nil
+	})
+	return w
+}
+
+// stopWorkers ends the workers and waits for them.
+func stopWorkers(ctx context.Context, c *crew, ws ...*worker) error {
+	for _, w := range ws {
+		if w != nil {
+			close(w.jobs)
+		}
+	}
+	return c.wait(ctx, "workers")
+}
+
+// give hands w a job and waits for its Send to return (see awaitSend).
+func give(ctx context.Context, tr pool.Transport, l *ledger, w *worker, j job, drain bool) error {
+	if err := handOut(ctx, w, j); err != nil {
+		return err
+	}
+	return awaitSend(ctx, tr, l, w, len(j.chunk), drain)
+}
+
+// handOut hands w a job.
+func handOut(ctx context.Context, w *worker, j job) error {
+	select {
+	case w.jobs <- j:
+		return nil
+	case <-ctx.Done():
+		return violationf(ErrDeadlock, "a worker did not take its next chunk: its previous Send never returned")
+	}
+}
+
+// awaitSend waits for w's Send of n handles to return. With drain set the
+// owner drains into l meanwhile (a bounded queue may need the room);
+// without, it only waits. It fails with a deadlock violation if the
+// watchdog fires first.
+func awaitSend(ctx context.Context, tr pool.Transport, l *ledger, w *worker, n int, drain bool) error {
+	var b backoff
+	for {
+		select {
+		case err := <-w.done:
+			if err != nil {
+				return violationf(ErrContract, "Send of %d handles: %v", n, err)
+			}
+			return nil
+		default:
+		}
+		if drain && l.drain(tr) > 0 {
+			b.reset()
+		} else if !b.wait(ctx) {
+			if drain {
+				return violationf(ErrDeadlock, "Send of %d handles did not return while the owner drained (%d delivered so far)", n, l.n)
+			}
+			return violationf(ErrDeadlock, "Send of %d handles into a queue with room for it did not return", n)
+		}
+	}
+}
+
+// freshChunk returns n handles no producer has, now p's.
+func freshChunk(src *handleSource, p, n int) []pool.Handle {
+	hs := make([]pool.Handle, n)
+	for i := range hs {
+		hs[i] = src.fresh(p)
+	}
+	return hs
+}
+
+func checkDrainEmpty(r *trRun) error {
+	tr := r.x
+	l := newLedger(newHandleSource(1), 1)
+	for i := range 200 {
+		if n := l.drain(tr); n != 0 {
+			return violationf(ErrCorrupted, "drain %d of a transport with no producer delivered %d handles", i, n)
+		}
+	}
+	prods := make([]pool.Producer, 3)
+	for i := range prods {
+		p, err := tr.NewProducer()
+		if err != nil {
+			return violationf(ErrContract, "NewProducer: %v", err)
+		}
+		prods[i] = p
+	}
+	for i := range 200 {
+		if n := l.drain(tr); n != 0 {
+			return violationf(ErrCorrupted, "drain %d with three idle producers delivered %d handles", i, n)
+		}
+	}
+	// Once what was sent is delivered, later drains deliver nothing again.
+	chunk := freshChunk(l.src, 0, 1)
+	if err := prods[0].Send(chunk); err != nil {
+		return violationf(ErrContract, "Send: %v", err)
+	}
+	l.sent[0] = append(l.sent[0], chunk...)
+	if err := l.settle(r.ctx, tr); err != nil {
+		return err
+	}
+	for i := range 200 {
+		if n := l.drain(tr); n != 0 {
+			return violationf(ErrDuplicated, "drain %d after everything sent was delivered delivered %d more handles", i, n)
+		}
+	}
+	return nil
+}
+
+func checkDrainAfterSend(r *trRun) error {
+	tr, ctx := r.x, r.ctx
+	bd, bounded := boundsOf(tr)
+	const producers = 4
+	src := newHandleSource(2)
+	l := newLedger(src, producers)
+	prods := make([]pool.Producer, producers)
+	for p := range prods {
+		prod, err := tr.NewProducer()
+		if err != nil {
+			return violationf(ErrContract, "NewProducer: %v", err)
+		}
+		prods[p] = prod
+	}
+	// The owner's own Send of one handle, then one Drain, many times.
+	for i := range 100 {
+		chunk := freshChunk(src, 0, 1)
+		if err := prods[0].Send(chunk); err != nil {
+			return violationf(ErrContract, "Send: %v", err)
+		}
+		l.sent[0] = append(l.sent[0], chunk...)
+		if n := l.drain(tr); n != 1 {
+			return lateOrLost(ctx, tr, l, violationf(ErrLost, "Drain %d right after a Send of one handle delivered %d handles", i, n))
+		}
+	}
+	if err := l.verdict(); err != nil {
+		return err
+	}
+	// Workers send, the owner waits for their Sends to return, then
+	// drains once: everything they sent must come.
+	var c crew
+	ws := make([]*worker, producers)
+	for p := 1; p < producers; p++ {
+		ws[p] = startWorker(&c, prods[p])
+	}
+	stop := func(err error) error {
+		if werr := stopWorkers(ctx, &c, ws...); err == nil {
+			err = werr
+		}
+		return err
+	}
+	// What one queue takes per Drain; a shared queue splits it among the
+	// producers.
+	perQueue := 64
+	if bounded {
+		perQueue = min(bd.Capacity, bd.Batch)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for iter := range scaled(400) {
+		budget := perQueue
+		chunks := make([][]pool.Handle, producers)
+		for p := range producers {
+			if rng.IntN(2) == 0 && !(p == producers-1 && iter%2 == 0) {
+				continue
+			}
+			if bounded && !bd.PerProducer && budget == 0 {
+				break
+			}
+			n := 1 + rng.IntN(8)
+			switch {
+			case !bounded:
+				if rng.IntN(8) == 0 {
+					n = 1 + rng.IntN(64)
+				}
+			case bd.Chunked:
+				n = 1 + rng.IntN(40)
+				budget-- // one item
+			case bd.PerProducer:
+				n = min(n, perQueue)
+			default:
+				n = min(n, budget)
+				budget -= n
+			}
+			var prev pool.Handle
+			if s := l.sent[p]; len(s) > 0 {
+				prev = s[len(s)-1]
+			}
+			chunks[p] = src.chunk(p, n, prev)
+		}
+		// Hand the chunks out, then wait for every Send to return.
+		for p, chunk := range chunks {
+			if chunk == nil || p == 0 {
+				continue
+			}
+			select {
+			case ws[p].jobs <- job{chunk: chunk}:
+			case <-ctx.Done():
+				return stop(violationf(ErrDeadlock, "a worker did not take its next chunk"))
+			}
+		}
+		if chunks[0] != nil {
+			if err := prods[0].Send(chunks[0]); err != nil {
+				return stop(violationf(ErrContract, "Send: %v", err))
+			}
+		}
+		for p, chunk := range chunks {
+			if chunk == nil || p == 0 {
+				continue
+			}
+			select {
+			case err := <-ws[p].done:
+				if err != nil {
+					return stop(violationf(ErrContract, "Send of %d handles: %v", len(chunk), err))
+				}
+			case <-ctx.Done():
+				return stop(violationf(ErrDeadlock, "a Send of %d handles into a queue with room for it did not return", len(chunk)))
+			}
+		}
+		mark := make([]int, producers)
+		for p, chunk := range chunks {
+			mark[p] = len(l.got[p])
+			l.sent[p] = append(l.sent[p], chunk...)
+		}
+		l.drain(tr)
+		for p, chunk := range chunks {
+			err := compareDelivery(fmt.Sprintf("producer %d", p), chunk, l.got[p][mark[p]:])
+			if err == nil && len(l.strays) > 0 {
+				err = l.verdict()
+			}
+			if err != nil {
+				return stop(lateOrLost(ctx, tr, l, fmt.Errorf("round %d, one Drain after Sends of %d producers returned: %w", iter, countNonNil(chunks), err)))
+			}
+		}
+	}
+	return stop(l.verdict())
+}
+
+// lateOrLost adds to a delivery violation whether the missing handles come
+// with later drains.
+func lateOrLost(ctx context.Context, tr pool.Transport, l *ledger, err error) error {
+	if !errors.Is(err, ErrLost) {
+		return err
+	}
+	if l.outside.Load() > 0 {
+		return l.verdict() // they went to the sink outside Drain
+	}
+	before := l.n
+	if derr := l.drainDry(ctx, tr); derr != nil {
+		return err
+	}
+	if l.n > before {
+		return fmt.Errorf("%w (later drains delivered %d more handles: the Drain did not take everything published before it started)", err, l.n-before)
+	}
+	return fmt.Errorf("%w (no later drain delivered them either)", err)
+}
+
+func countNonNil(chunks [][]pool.Handle) int {
+	n := 0
+	for _, c := range chunks {
+		if c != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func checkChunkLengths(r *trRun) error {
+	tr, ctx := r.x, r.ctx
+	bd, bounded := boundsOf(tr)
+	src := newHandleSource(5)
+	l := newLedger(src, 1)
+	prod, err := tr.NewProducer()
+	if err != nil {
+		return violationf(ErrContract, "NewProducer: %v", err)
+	}
+	var c crew
+	w := startWorker(&c, prod)
+	for _, n := range chunkLengths(bd, bounded) {
+		chunk := freshChunk(src, 0, n)
+		// The owner drains during the Send only if the chunk needs it.
+		if err := sendAlone(ctx, tr, l, w, job{chunk: chunk}, chunk, !fits(bd, bounded, n)); err != nil {
+			return errors.Join(err, stopWorkers(ctx, &c, w))
+		}
+	}
+	return stopWorkers(ctx, &c, w)
+}
+
+// sendAlone has w send j's chunk, whose handles are sent (see give), then
+// drains until nothing more comes and checks that everything sent so far
+// was delivered, exactly.
+func sendAlone(ctx context.Context, tr pool.Transport, l *ledger, w *worker, j job, sent []pool.Handle, drain bool) error {
+	err := give(ctx, tr, l, w, j, drain)
+	if err == nil {
+		l.sent[0] = append(l.sent[0], sent...)
+		err = l.settle(ctx, tr)
+	}
+	if err != nil {
+		return fmt.Errorf("chunk of %d handles: %w", len(j.chunk), err)
+	}
+	return nil
+}
+
+func checkHandleValues(r *trRun) error {
+	tr, ctx := r.x, r.ctx
+	src := newHandleSource(6)
+	for _, h := range specialHandles {
+		src.claim(0, h)
+	}
+	l := newLedger(src, 1)
+	a, b := src.fresh(0), src.fresh(0)
+	reversed := slices.Clone(specialHandles)
+	slices.Reverse(reversed)
+	chunks := [][]pool.Handle{
+		specialHandles,
+		reversed,
+		{{}, {}, {}},
+		slices.Repeat([]pool.Handle{a}, 100),
+		{a, a, b, b, a},
+		{b}, {b}, {b},
+		{specialHandles[1]}, {specialHandles[1], specialHandles[1]},
+	}
+	prev := b
+	for range 20 {
+		ch := src.chunk(0, 50, prev)
+		chunks = append(chunks, ch)
+		prev = ch[len(ch)-1]
+	}
+	prod, err := tr.NewProducer()
+	if err != nil {
+		return violationf(ErrContract, "NewProducer: %v", err)
+	}
+	var c crew
+	w := startWorker(&c, prod)
+	_, bounded := boundsOf(tr)
+	for i, chunk := range chunks {
+		if err := give(ctx, tr, l, w, job{chunk: chunk}, bounded); err != nil {
+			return errors.Join(fmt.Errorf("chunk %d: %w", i, err), stopWorkers(ctx, &c, w))
+		}
+		l.sent[0] = append(l.sent[0], chunk...)
+	}
+	if err := stopWorkers(ctx, &c, w); err != nil {
+		return err
+	}
+	return l.settle(ctx, tr)
+}
+
+func checkCopied(r *trRun) error {
+	tr, ctx := r.x, r.ctx
+	bd, bounded := boundsOf(tr)
+	src := newHandleSource(7)
+	poisons := newHandleSource(8)
+	l := newLedger(src, 1)
+	prod, err := tr.NewProducer()
+	if err != nil {
+		return violationf(ErrContract, "NewProducer: %v", err)
+	}
+	var c crew
+	w := startWorker(&c, prod)
+	for _, n := range []int{1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 1000} {
+		if !fits(bd, bounded, n) {
+			continue
+		}
+		chunk := freshChunk(src, 0, n)
+		buf := slices.Clone(chunk)
+		poison := make([]pool.Handle, n)
+		for i := range poison {
+			for {
+				poison[i] = poisons.fresh(0)
+				if _, sent := src.owner[poison[i]]; !sent {
+					break
+				}
+			}
+			l.poison[poison[i]] = true
+		}
+		// The worker overwrites its chunk as soon as Send returns; the
+		// owner drains only after that.
+		if err := sendAlone(ctx, tr, l, w, job{chunk: buf, after: func() { copy(buf, poison) }}, chunk, false); err != nil {
+			return errors.Join(err, stopWorkers(ctx, &c, w))
+		}
+	}
+	return stopWorkers(ctx, &c, w)
+}
+
+func checkEmptyChunk(r *trRun) error {
+	tr, ctx := r.x, r.ctx
+	_, bounded := boundsOf(tr)
+	src := newHandleSource(9)
+	l := newLedger(src, 1)
+	prod, err := tr.NewProducer()
+	if err != nil {
+		return violationf(ErrContract, "NewProducer: %v", err)
+	}
+	tp, _ := prod.(pool.TryProducer)
+	empties := [][]pool.Handle{nil, {}, make([]pool.Handle, 0, 8)}
+	for i := range 100 {
+		for k, chunk := range [][]pool.Handle{empties[i%3], {src.fresh(0)}, empties[(i+1)%3], {src.fresh(0)}, empties[(i+2)%3]} {
+			if len(chunk) == 0 {
+				if err := prod.Send(chunk); err != nil {
+					return violationf(ErrContract, "Send of an empty chunk (nil: %t) = %v, want nil", chunk == nil, err)
+				}
+				if tp != nil {
+					if n, err := tp.TrySend(chunk); n != 0 || err != nil {
+						return violationf(ErrContract, "TrySend of an empty chunk = (%d, %v), want (0, nil)", n, err)
+					}
+				}
+				continue
+			}
+			if err := prod.Send(chunk); err != nil {
+				return violationf(ErrContract, "Send: %v", err)
+			}
+			l.sent[0] = append(l.sent[0], chunk...)
+			if bounded && k == 1 {
+				l.drain(tr) // room for the next one in the smallest queue
+			}
+		}
+		if err := l.settle(ctx, tr); err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func checkExactlyOnce(r *trRun) error {
+	tr := r.x
+	bd, bounded := boundsOf(tr)
+	producers := 8
+	if bounded && !bd.PerProducer {
+		producers = min(max(producers, bd.Capacity+3), 24) // more producers than the shared queue holds
+	}
+	src := newHandleSource(10)
+	total := scaled(48000)
+	if bounded {
+		total = scaled(16000)
+	}
+	// The lengths of ChunkLengths up to a thousand or so, then random ones.
+	var lengths []int
+	for _, n := range chunkLengths(bd, bounded) {
+		if n <= 1100 {
+			lengths = append(lengths, n)
+		}
+	}
+	plans := planExchange(src, producers, lengths, total, 11)
+	e := exchange{tr: tr, l: newLedger(src, producers), plans: plans, staggered: producers / 2, try: true}
+	return e.run(r.ctx)
+}
+
+// planExchange plans the chunks of producers: every length of lengths once,
+// dealt round-robin, then random lengths (mostly short, some up to a
+// thousand) until about total handles.
+func planExchange(src *handleSource, producers int, lengths []int, total int, seed uint64) [][][]pool.Handle {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	plans := make([][][]pool.Handle, producers)
+	prev := make([]pool.Handle, producers)
+	add := func(p, n int) {
+		ch := src.chunk(p, n, prev[p])
+		plans[p] = append(plans[p], ch)
+		prev[p] = ch[n-1]
+		total -= n
+	}
+	for i, n := range lengths {
+		add(i%producers, n)
+	}
+	for total > 0 {
+		n := 1 + rng.IntN(16)
+		switch rng.IntN(10) {
+		case 0:
+			n = 1 + rng.IntN(1100)
+		case 1, 2:
+			n = 17 + rng.IntN(112)
+		}
+		add(rng.IntN(producers), n)
+	}
+	return plans
+}
+
+func checkInstances(r *trRun) error {
+	ctx := r.ctx
+	insts := []pool.Transport{r.x}
+	for range 2 {
+		tr, err := r.another()
+		if err != nil {
+			return err
+		}
+		insts = append(insts, tr)
+	}
+	const per = 2 // producers per instance
+	src := newHandleSource(12)
+	ledgers := make([]*ledger, len(insts))
+	prods := make([]pool.Producer, per*len(insts))
+	for i, tr := range insts {
+		ledgers[i] = newLedger(src, len(prods))
+		for j := range per {
+			p, err := tr.NewProducer()
+			if err != nil {
+				return violationf(ErrContract, "instance %d: NewProducer: %v", i, err)
+			}
+			prods[i*per+j] = p
+		}
+	}
+	for round := range 20 {
+		for i, tr := range insts {
+			for j := range per {
+				p := i*per + j
+				chunk := freshChunk(src, p, 1+round%2)
+				if _, bounded := boundsOf(tr); bounded {
+					chunk = chunk[:1]
+				}
+				if err := prods[p].Send(chunk); err != nil {
+					return violationf(ErrContract, "instance %d: Send: %v", i, err)
+				}
+				ledgers[i].sent[p] = append(ledgers[i].sent[p], chunk...)
+				if _, bounded := boundsOf(tr); bounded {
+					ledgers[i].drain(tr) // room for the next send
+				}
+			}
+		}
+		for i, tr := range insts {
+			if err := ledgers[i].drainDry(ctx, tr); err != nil {
+				return err
+			}
+		}
+	}
+	for i, l := range ledgers {
+		for p, got := range l.got {
+			if p/per != i && len(got) > 0 {
+				return violationf(ErrContract, "instance %d delivered %d handles sent through instance %d: instances of one constructor share state", i, len(got), p/per)
+			}
+		}
+		if err := l.verdict(); err != nil {
+			return fmt.Errorf("instance %d: %w", i, err)
+		}
+	}
+	// A full instance leaves the others their room.
+	if bd, bounded := boundsOf(insts[0]); bounded && bd.Capacity <= maxFilled {
+		tp0, ok0 := prods[0].(pool.TryProducer)
+		tp1, ok1 := prods[per].(pool.TryProducer)
+		if ok0 && ok1 {
+			if _, err := fillItems(ledgers[0], tp0, 0, bd, bd.Capacity+1); err != nil {
+				return fmt.Errorf("instance 0: %w", err)
+			}
+			h := freshChunk(src, per, 1)
+			if n, err := tp1.TrySend(h); n != 1 || err != nil {
+				return violationf(ErrContract, "instance 1: TrySend of one handle into an empty queue while instance 0 is full = (%d, %v), want (1, nil): instances share a queue", n, err)
+			}
+			ledgers[1].sent[per] = append(ledgers[1].sent[per], h...)
+		}
+	}
+	// Closing one instance leaves the others working.
+	if err := insts[0].Close(); err != nil {
+		return violationf(ErrContract, "instance 0: Close: %v", err)
+	}
+	for i := 1; i < len(insts); i++ {
+		if err := ledgers[i].settle(ctx, insts[i]); err != nil {
+			return fmt.Errorf("instance %d: %w", i, err)
+		}
+		l := newLedger(src, len(prods))
+		chunk := freshChunk(src, i*per, 1)
+		if err := prods[i*per].Send(chunk); err != nil {
+			return violationf(ErrContract, "instance %d: Send after instance 0 was closed: %v", i, err)
+		}
+		l.sent[i*per] = chunk
+		if err := l.settle(ctx, insts[i]); err != nil {
+			return fmt.Errorf("instance %d after instance 0 was closed: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func checkTransportAllocs(r *trRun) error {
+	tr := r.x
+	bd, bounded := boundsOf(tr)
+	prod, err := tr.NewProducer()
+	if err != nil {
+		return violationf(ErrContract, "NewProducer: %v", err)
+	}
+	tp, _ := prod.(pool.TryProducer)
+	t := newTally(nil)
+	// roundTrip sends chunk with send and drains until it is delivered.
+	roundTrip := func(chunk []pool.Handle, send func([]pool.Handle) error) func() error {
+		return func() error {
+			if err := send(chunk); err != nil {
+				return violationf(ErrContract, "send of %d handles: %v", len(chunk), err)
+			}
+			want := t.n + len(chunk)
+			for i := 0; t.n < want; i++ {
+				if i > len(chunk) {
+					if err := t.check(); err != nil {
+						return err
+					}
+					return violationf(ErrLost, "%d of %d handles delivered after %d drains", t.n-want+len(chunk), len(chunk), i)
+				}
+				t.drain(tr)
+			}
+			if t.n != want {
+				return violationf(ErrDuplicated, "%d handles delivered for a chunk of %d", t.n-want+len(chunk), len(chunk))
+			}
+			return nil
+		}
+	}
+	for _, n := range []int{1, 16, 32, 33, 100} {
+		if !fits(bd, bounded, n) {
+			continue
+		}
+		chunk := handles(n)
+		if err := noAllocs(fmt.Sprintf("Send of %d handles and its Drain", n), roundTrip(chunk, prod.Send)); err != nil {
+			return err
+		}
+		if tp != nil {
+			trySend := func(c []pool.Handle) error {
+				if k, err := tp.TrySend(c); err != nil || k != len(c) {
+					return fmt.Errorf("TrySend into an empty queue = (%d, %v)", k, err)
+				}
+				return nil
+			}
+			if err := noAllocs(fmt.Sprintf("TrySend of %d handles and its Drain", n), roundTrip(chunk, trySend)); err != nil {
+				return err
+			}
+		}
+	}
+	for range 63 {
+		if _, err := tr.NewProducer(); err != nil {
+			return violationf(ErrContract, "NewProducer: %v", err)
+		}
+	}
+	return noAllocs("an idle Drain with 64 producers", func() error {
+		t.drain(tr)
+		return nil
+	})
+}
+
+// handles returns n distinct handles of one made-up pool.
+func handles(n int) []pool.Handle {
+	hs := make([]pool.Handle, n)
+	for i := range hs {
+		hs[i] = mkHandle(1, uint32(i), uint64(2*i+1))
+	}
+	return hs
+}
