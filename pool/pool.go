@@ -59,8 +59,7 @@ type core struct {
 	gens   []uint64 // per block; odd while allocated
 	free   ring
 
-	allocs   uint64
-	frees    uint64
+	frees    uint64 // Allocs is frees + live: take needs no counter of its own
 	drained  uint64
 	rejected uint64
 	hwm      int
@@ -360,14 +359,14 @@ func (p *Pool[B, T, P]) stats() Stats {
 		Order:         order,
 		Free:          c.free.len(),
 		HighWater:     c.hwm,
-		Allocs:        c.allocs,
+		Allocs:        c.frees + uint64(c.live()),
 		Frees:         c.frees,
 		RemoteDrained: c.drained,
 		Rejected:      c.rejected,
 		Drains:        c.drains,
 		DrainSizes:    c.drainSizes,
 	}
-	st.Live = int(c.allocs - c.frees)
+	st.Live = c.live()
 	if c.id != 0 {
 		st.RemoteSubmitted = p.senders.submitted()
 	}
@@ -448,15 +447,18 @@ func (c *core) take() Handle {
 	i := c.free.pop(c.fifo)
 	g := c.gens[i] + 1
 	c.gens[i] = g
-	c.allocs++
 	return Handle{gen: g, idx: i, pool: c.id}
 }
+
+// live returns how many blocks are allocated: every block is either on the
+// free list or live.
+func (c *core) live() int { return len(c.gens) - c.free.len() }
 
 // markHigh records the live count in the high-water mark. Live grows only in
 // take and shrinks only in put, so its peak is always seen by calling
 // markHigh before every put and in Stats; take stays small enough to inline.
 func (c *core) markHigh() {
-	if live := int(c.allocs - c.frees); live > c.hwm {
+	if live := c.live(); live > c.hwm {
 		c.hwm = live
 	}
 }
@@ -505,9 +507,10 @@ func (c *core) reject(h Handle) error {
 func (c *core) release(chunk []Handle) {
 	c.drained += uint64(len(chunk))
 	c.markHigh()
+	freed := 0 // counted here, not in c.frees, so the loop keeps it in a register
 	for _, h := range chunk {
 		if c.put(h) {
-			c.frees++
+			freed++
 			continue
 		}
 		if err := c.reject(h); c.rejN == 0 {
@@ -515,6 +518,7 @@ func (c *core) release(chunk []Handle) {
 		}
 		c.rejN++
 	}
+	c.frees += uint64(freed)
 }
 
 // report returns and forgets the drains' rejections.
