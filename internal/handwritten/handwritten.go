@@ -40,7 +40,7 @@ type Pool struct {
 	head   uint32
 	tail   uint32
 
-	allocs, frees, drained, rejected uint64
+	frees, drained, rejected uint64 // allocations are frees + live, as in pool
 	hwm                              int
 
 	closed  atomic.Bool
@@ -100,12 +100,13 @@ func (p *Pool) take() Handle {
 	i := p.buf[p.tail&p.mask]
 	g := p.gens[i] + 1
 	p.gens[i] = g
-	p.allocs++
 	return Handle{gen: g, idx: i, pool: p.id}
 }
 
+func (p *Pool) live() int { return len(p.gens) - int(p.tail-p.head) }
+
 func (p *Pool) markHigh() {
-	if live := int(p.allocs - p.frees); live > p.hwm {
+	if live := p.live(); live > p.hwm {
 		p.hwm = live
 	}
 }
@@ -158,7 +159,7 @@ func (p *Pool) AllocChunk(dst []Handle) error {
 }
 
 func (p *Pool) valid(h Handle) bool {
-	return h.pool == p.id && h.idx < uint32(len(p.gens)) && p.gens[h.idx] == h.gen && h.gen&1 == 1
+	return h.pool == p.id && uint(h.idx) < uint(len(p.gens)) && p.gens[h.idx] == h.gen && h.gen&1 == 1
 }
 
 func (p *Pool) put(h Handle) bool {
@@ -178,7 +179,7 @@ func (p *Pool) reject(h Handle) error {
 		return pool.ErrZeroHandle
 	case h.pool != p.id:
 		return pool.ErrForeignHandle
-	case h.idx >= uint32(len(p.gens)):
+	case uint(h.idx) >= uint(len(p.gens)):
 		return pool.ErrOutOfRange
 	}
 	return pool.ErrStaleHandle
@@ -284,13 +285,15 @@ func (p *Pool) Drain() int {
 		for n := oldest; n != nil; n = n.next {
 			p.drained += uint64(len(n.handles))
 			p.markHigh()
+			freed := 0
 			for _, h := range n.handles {
 				if p.put(h) {
-					p.frees++
+					freed++
 				} else {
 					p.rejected++
 				}
 			}
+			p.frees += uint64(freed)
 		}
 		old := b.spare.Load()
 		for {
@@ -311,7 +314,7 @@ type Counts struct {
 
 // Counts returns the pool's accounting.
 func (p *Pool) Counts() Counts {
-	c := Counts{Allocs: p.allocs, Frees: p.frees, Drained: p.drained, Rejected: p.rejected}
+	c := Counts{Allocs: p.frees + uint64(p.live()), Frees: p.frees, Drained: p.drained, Rejected: p.rejected}
 	p.mu.Lock()
 	for _, s := range p.senders {
 		c.Submitted += s.submitted.Load()
