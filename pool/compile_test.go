@@ -122,4 +122,3 @@ func (r compilerReport) in(lines [2]int, what string) bool {
 	}
 	return false
 }
-

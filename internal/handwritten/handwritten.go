@@ -41,7 +41,7 @@ type Pool struct {
 	tail   uint32
 
 	frees, drained, rejected uint64 // allocations are frees + live, as in pool
-	hwm                              int
+	hwm                      int
 
 	closed  atomic.Bool
 	mu      sync.Mutex
