@@ -85,9 +85,9 @@ type node struct {
 type box struct {
 	_       cpu.CacheLinePad
 	head    atomic.Pointer[node] // published chunks, newest first
+	retired atomic.Bool          // set by Producer.Close after the last Send; on head's line, which every Drain reads anyway
 	_       cpu.CacheLinePad
 	spare   atomic.Pointer[node] // delivered nodes, back to the producer
-	retired atomic.Bool          // set by Producer.Close after the last Send
 	gone    bool                 // the owner's: seen retired before its last take
 	_       cpu.CacheLinePad
 }
