@@ -176,22 +176,31 @@ func (p *Pool[B, T, P]) allocSlow() (Handle, error) {
 }
 
 // refill makes sure n blocks are free, draining while the free list is short
-// and drains still bring blocks back: a bounded transport hands over at most
-// a batch per queue per drain.
+// and drains still bring handles back: a bounded transport hands over at most
+// a batch per queue per drain, and rejected handles (double frees) may be
+// queued ahead of good ones.
 func (p *Pool[B, T, P]) refill(n int) error {
 	if err := p.c.usable(); err != nil {
 		return err
 	}
-	// Every drain that does not end the loop takes at least one handle, and
-	// a request can need at most the whole pool, so the loop ends even when
-	// producers keep sending.
-	for range len(p.c.gens) + 1 {
-		if p.c.free.len() >= n {
-			return nil
-		}
-		if p.drainOnce() == 0 {
+	if p.c.free.len() >= n {
+		return nil
+	}
+	// Every drain that does not end the loop takes at least one handle. The
+	// budget is the handles pending when the refill started (submitted by
+	// senders, not yet drained) plus the pool's size for handles sent
+	// meanwhile or by producers the pool did not make, so the loop ends even
+	// when producers keep sending.
+	budget := uint64(len(p.c.gens))
+	if sub := p.senders.submitted(); sub > p.c.drained {
+		budget += sub - p.c.drained
+	}
+	for p.c.free.len() < n {
+		got := p.drainOnce()
+		if got == 0 || got >= budget {
 			break
 		}
+		budget -= got
 	}
 	if p.c.free.len() >= n {
 		return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/transport/shared"
 )
 
 // forEachTransport runs f over a heap pool of n blocks on every transport.
@@ -218,4 +219,26 @@ func TestSnapshotWhileBusy(t *testing.T) {
 		p.Stats() // the owner publishes
 		require.Zero(t, p.Snapshot().Live)
 	})
+}
+
+// Rejected handles queued ahead of good ones do not make an allocation give
+// up: it drains past them until the good ones arrive.
+func TestAllocDrainsPastRejects(t *testing.T) {
+	tr, err := shared.New(shared.WithCapacity(64), shared.WithBatch(1))
+	require.NoError(t, err)
+	b, err := heap.New(16, 2)
+	require.NoError(t, err)
+	p, err := pool.New(b, tr, lifo.Policy{})
+	require.NoError(t, err)
+	defer p.Close()
+	hs := make([]pool.Handle, 2)
+	require.NoError(t, p.AllocChunk(hs))
+	s, err := p.NewSender()
+	require.NoError(t, err)
+	stale := mkHandle(poolID(hs[0]), 0, 0) // a forged, never-live generation
+	require.NoError(t, s.FreeChunk([]pool.Handle{stale, stale, stale, stale, stale, hs[0], hs[1]}))
+	require.NoError(t, p.AllocChunk(make([]pool.Handle, 2)), "five rejects ahead of two good frees, one handle per drain")
+	st := p.Stats()
+	require.Equal(t, uint64(5), st.Rejected)
+	require.Equal(t, 2, st.Live)
 }

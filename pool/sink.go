@@ -11,7 +11,9 @@ type Sink struct {
 
 // NewSink returns a Sink that passes every chunk to fn, for testing or
 // instrumenting a transport outside a pool. fn must not keep chunk: the
-// transport may reuse it after Put returns.
+// transport may reuse it after Put returns. fn must not call the Drain of
+// the transport that delivers to it: the in-tree transports ignore such a
+// nested Drain.
 func NewSink(fn func(chunk []Handle)) *Sink { return &Sink{fn: fn} }
 
 // Put takes a chunk of remotely freed handles. A pool's sink validates every

@@ -30,9 +30,15 @@ func TestUnusable(t *testing.T) {
 	}
 }
 
+// TestReentrantDrain: a Drain called from inside the sink does nothing.
+func TestReentrantDrain(t *testing.T) {
+	if err := transporttest.ReentrantDrain(subject); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestNilSink: Drain(nil) takes nothing; the next Drain delivers it all.
 func TestNilSink(t *testing.T) {
-
 	if err := transporttest.NilSink(subject); err != nil {
 		t.Fatal(err)
 	}

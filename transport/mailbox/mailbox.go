@@ -63,9 +63,10 @@ import (
 // to use; New returns one too. A nil *Transport makes no producers, and its
 // Drain and Close do nothing. It must not be copied after first use.
 type Transport struct {
-	mu     sync.Mutex // serialises changes to boxes
-	boxes  roster.List[*box]
-	closed atomic.Bool
+	mu       sync.Mutex // serialises changes to boxes
+	boxes    roster.List[*box]
+	closed   atomic.Bool
+	draining bool // the owner's: a Drain is under way, so a sink's nested Drain does nothing
 }
 
 var _ pool.Transport = (*Transport)(nil)
@@ -210,11 +211,14 @@ func (p *Producer) grow() *node {
 // Drain takes every mailbox's chunks, one Swap per non-empty mailbox, and
 // passes them to sink oldest first per producer, mailboxes in creation order.
 // It then forgets the mailboxes of retired producers. After Close, on a nil
-// Transport and with a nil sink it takes nothing.
+// Transport, with a nil sink and when called from inside the sink of a Drain
+// under way it takes nothing.
 func (t *Transport) Drain(sink *pool.Sink) {
-	if t == nil || sink == nil || t.closed.Load() {
+	if t == nil || sink == nil || t.draining || t.closed.Load() {
 		return
 	}
+	t.draining = true
+	defer func() { t.draining = false }()
 	gone := false
 	for _, b := range t.boxes.Load() {
 		// Load retired before taking: if it is set, the producer's last

@@ -129,6 +129,7 @@ type Transport struct {
 	mu        sync.Mutex   // serialises NewProducer, forgetting, Close's wake-ups and Stats
 	queues    roster.List[*queue]
 	forgotten uint64 // items of the queues Drain forgot, all delivered; guarded by mu
+	draining  bool   // the owner's: a Drain is under way, so a sink's nested Drain does nothing
 }
 
 var _ pool.BoundedTransport = (*Transport)(nil)
@@ -194,14 +195,13 @@ func (t *Transport) NewProducer() (pool.Producer, error) {
 // on a zero or nil Transport and with a nil sink it takes nothing. Only the
 // owner calls Drain.
 func (t *Transport) Drain(sink *pool.Sink) {
-	if t == nil || sink == nil || t.gate.Closed() {
+	if t == nil || sink == nil || t.draining || t.gate.Closed() {
 		return
 	}
+	t.draining = true
+	defer func() { t.draining = false }()
 	gone := false
 	for _, q := range t.queues.Load() {
-		if q == nil {
-			continue // forgotten by a Drain that a sink called
-		}
 		// Load retired before drain loads tail: if it is set, tail is
 		// final.
 		retired := q.retired.Load()

@@ -141,6 +141,8 @@ type Transport struct {
 	_        cpu.CacheLinePad
 
 	park bounded.Parking // where producers wait while the queue is full
+
+	draining bool // the owner's: a Drain is under way, so a sink's nested Drain does nothing
 }
 
 var _ pool.BoundedTransport = (*Transport)(nil)
@@ -311,9 +313,11 @@ func (t *Transport) enqueue(hs []pool.Handle) {
 // call may be. After Close, on a zero or nil Transport and with a nil sink
 // it takes nothing. Only the owner calls Drain.
 func (t *Transport) Drain(sink *pool.Sink) {
-	if t == nil || sink == nil || t.q == nil || t.gate.Closed() {
+	if t == nil || sink == nil || t.q == nil || t.draining || t.gate.Closed() {
 		return
 	}
+	t.draining = true
+	defer func() { t.draining = false }()
 	taken := t.released.Load() // the owner's own counter
 	for left := t.batch; left > 0; {
 		// Every handle published by now lies below reserved; see the

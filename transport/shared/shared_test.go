@@ -114,6 +114,9 @@ func TestPool(t *testing.T) {
 
 func TestNilSink(t *testing.T) { run(t, tiny, transporttest.NilSink) }
 
+// TestReentrantDrain: a Drain called from inside the sink does nothing.
+func TestReentrantDrain(t *testing.T) { run(t, tiny, transporttest.ReentrantDrain) }
+
 // TestUnusable: every method of nil and zero values returns an error or does
 // nothing; none panics.
 func TestUnusable(t *testing.T) {
