@@ -1,13 +1,16 @@
 package metrics
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pages"
+	"github.com/locus-go/locus/pool"
 )
 
 // PagesSource is what NewPages reads: *pages.Pool is one.
@@ -17,11 +20,15 @@ type PagesSource interface {
 }
 
 // NewPages returns a collector of a page pool's accounting, labelled
-// pool=name, with a content label (the content type's name, or its index
-// when it has none; give the types distinct names) on per-content metrics.
-// Every scrape reads p.Snapshot once (published at the owner's Stats:
-// call it once per step). The content types are read here, once. A nil p
-// makes a collector whose registration fails.
+// pool=name, with a content label on per-content metrics: the content
+// type's name, or its index in decimal ("2") when it has none. The content
+// types are read here, once, and their labels must be unique: a name given
+// twice, a name that is the index of an unnamed type (a type named "1"
+// beside an unnamed second type), or a name that is not UTF-8 makes a
+// collector whose registration fails with an error matching
+// pool.ErrInvalidConfig, as a nil p does; name the types distinctly, or
+// leave them all unnamed. Every scrape reads p.Snapshot once (published at
+// the owner's Stats: call it once per step).
 //
 // Its metrics:
 //
@@ -47,9 +54,43 @@ type PagesSource interface {
 func NewPages(name string, p PagesSource) prometheus.Collector {
 	var families []family[pages.Stats]
 	if !typednil.Is(p) {
-		families = slices.Concat(pagesFamilies, contentFamilies(p.ContentTypes()))
+		labels, err := contentLabels(p.ContentTypes())
+		if err != nil {
+			return invalidCollector{prometheus.NewInvalidDesc(fmt.Errorf("%w: locus/metrics: pages %q: %w", pool.ErrInvalidConfig, name, err))}
+		}
+		families = slices.Concat(pagesFamilies, contentFamilies(labels))
 	}
 	return newCollector[pages.Stats]("pages", "pool", name, p, families)
+}
+
+// invalidCollector is a collector whose registration fails with its
+// description's error.
+type invalidCollector struct{ desc *prometheus.Desc }
+
+func (c invalidCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c invalidCollector) Collect(chan<- prometheus.Metric)    {}
+
+// contentLabels returns the content label of every type (at most
+// pages.MaxContentTypes): its name, or its index when it has none. Two
+// equal labels would make two series of one family with the same labels,
+// and a label that is not UTF-8 cannot be encoded: either fails every
+// scrape, so they are refused here.
+func contentLabels(types []pages.ContentType) ([]string, error) {
+	labels := make([]string, min(len(types), pages.MaxContentTypes))
+	first := make(map[string]int, len(labels))
+	for i := range labels {
+		if labels[i] = types[i].Name; labels[i] == "" {
+			labels[i] = strconv.Itoa(i)
+		}
+		if !utf8.ValidString(labels[i]) {
+			return nil, fmt.Errorf("content type %d: name %q is not UTF-8", i, labels[i])
+		}
+		if j, dup := first[labels[i]]; dup {
+			return nil, fmt.Errorf("content types %d and %d are both labelled %q (an unnamed type is labelled by its index)", j, i, labels[i])
+		}
+		first[labels[i]] = i
+	}
+	return labels, nil
 }
 
 var pagesFamilies = []family[pages.Stats]{
@@ -90,15 +131,9 @@ var pagesFamilies = []family[pages.Stats]{
 		func(w *writer, s pages.Stats) { w.counter(s.Rejected) }},
 }
 
-// contentFamilies returns the per-content families of a pool with the given
-// content types.
-func contentFamilies(types []pages.ContentType) []family[pages.Stats] {
-	names := make([]string, min(len(types), pages.MaxContentTypes))
-	for i := range names {
-		if names[i] = types[i].Name; names[i] == "" {
-			names[i] = strconv.Itoa(i)
-		}
-	}
+// contentFamilies returns the per-content families of a pool whose content
+// types have the given labels.
+func contentFamilies(names []string) []family[pages.Stats] {
 	perContent := func(s pages.Stats, yield func(string, pages.ContentStats)) {
 		for i, n := range names {
 			yield(n, s.Content[i])

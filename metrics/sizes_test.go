@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
@@ -181,4 +182,42 @@ locus_pages_utilization_ratio{pool="region"} 0.75
 `
 	require.NoError(t, testutil.CollectAndCompare(col, strings.NewReader(want)))
 	lint(t, col)
+}
+
+// Content labels are unique: an unnamed type is labelled by its index, so a
+// name that is another type's index, a name given twice, or a name that is
+// not UTF-8 would make two series (or an unencodable one) and fail every
+// scrape; NewPages refuses them at registration instead.
+func TestPagesContentLabels(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		types []pages.ContentType
+		ok    bool
+	}{
+		{"named and unnamed", []pages.ContentType{{Name: "weights"}, {}, {Name: "kv"}}, true},
+		{"a name that is its own index", []pages.ContentType{{Name: "0"}, {}}, true},
+		{"a name that is an unnamed type's index", []pages.ContentType{{Name: "1"}, {}}, false},
+		{"a name given twice", []pages.ContentType{{Name: "kv"}, {Name: "weights"}, {Name: "kv"}}, false},
+		{"not UTF-8", []pages.ContentType{{Name: "kv\xff"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := heap.New(4*4096, 1)
+			require.NoError(t, err)
+			p, err := pages.New(b, 4096, pages.WithContentTypes(tc.types...))
+			require.NoError(t, err)
+			defer p.Close()
+			reg := prometheus.NewRegistry()
+			err = reg.Register(metrics.NewPages("p", p))
+			if !tc.ok {
+				require.ErrorIs(t, err, pool.ErrInvalidConfig)
+				return
+			}
+			require.NoError(t, err)
+			_, err = reg.Gather() // every scrape failed on a label collision
+			require.NoError(t, err)
+			// 16 families of the pool (region pages by two states), 3 per type.
+			require.Equal(t, 17+3*len(tc.types), testutil.CollectAndCount(metrics.NewPages("p", p)))
+			lint(t, metrics.NewPages("p", p))
+		})
+	}
 }
