@@ -63,7 +63,7 @@ type Pool[B pool.Backing, T pool.Transport, P pool.ReusePolicy] struct {
 	rejected       uint64        // handles naming no class, refused by the owner
 	remoteRejected atomic.Uint64 // and by senders
 	closed         bool
-	isClosed       atomic.Bool // closed, for senders
+	isClosed       atomic.Bool     // closed, for senders
 	scratch        [][]pool.Handle // FreeChunk's per-class chunks
 
 	// pub is the accounting as the owner last published it, for Snapshot:

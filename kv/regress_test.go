@@ -30,7 +30,7 @@ func TestFreedBlockLosesItsPriority(t *testing.T) {
 	y, _, err := m.Admit(span(0, 2), kv.Key{}) // one partial block
 	require.NoError(t, err)
 	require.NoError(t, m.SetPriority(y, 0, 2, kv.MaxPriority, 0))
-	require.NoError(t, m.Release(y)) // freed, not cached
+	require.NoError(t, m.Release(y))               // freed, not cached
 	z, _, err := m.Admit(span(100, 104), kv.Key{}) // one full block, cached
 	require.NoError(t, err)
 	require.NoError(t, m.Release(z))
