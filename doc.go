@@ -25,8 +25,8 @@
 // A pool is pool.New(backing, transport, policy); the type arguments are
 // inferred:
 //
-//   - backing/heap: one Go-heap slice per block (the default; the race
-//     detector sees it). backing/mmap: one mapped region that can be bound
+//   - backing/heap: one Go-heap region (the default; the race detector
+//     sees it). backing/mmap: one mapped region that can be bound
 //     to a NUMA node, backed by huge pages or locked.
 //   - transport/mailbox: per-producer lock-free chunk mailboxes (the
 //     default). transport/sharded and transport/shared: bounded queues,

@@ -34,7 +34,10 @@ type handleError struct{ msg string }
 func (e *handleError) Error() string        { return e.msg }
 func (e *handleError) Is(target error) bool { return target == pool.ErrInvalidHandle }
 
-var errZeroPool = fmt.Errorf("%w: zero classes.Pool; make it with classes.New", pool.ErrClosed)
+var (
+	errZeroPool = fmt.Errorf("%w: zero classes.Pool; make it with classes.New", pool.ErrClosed)
+	errNilPool  = fmt.Errorf("%w: nil *classes.Pool", pool.ErrClosed)
+)
 
 // DefaultPool is the type Default returns: every class a pool of Go-heap
 // blocks with a chunk mailbox, reused last in, first out.
@@ -60,6 +63,7 @@ type Pool[B pool.Backing, T pool.Transport, P pool.ReusePolicy] struct {
 	rejected       uint64        // handles naming no class, refused by the owner
 	remoteRejected atomic.Uint64 // and by senders
 	closed         bool
+	isClosed       atomic.Bool     // closed, for senders
 	scratch        [][]pool.Handle // FreeChunk's per-class chunks
 
 	// pub is the accounting as the owner last published it, for Snapshot:
@@ -69,6 +73,7 @@ type Pool[B pool.Backing, T pool.Transport, P pool.ReusePolicy] struct {
 
 type class[B pool.Backing, T pool.Transport, P pool.ReusePolicy] struct {
 	size      int
+	blocks    int // as configured; the pool's capacity reads 0 once closed
 	p         *pool.Pool[B, T, P]
 	requested uint64
 }
@@ -100,7 +105,7 @@ func New[B pool.Backing, T pool.Transport, P pool.ReusePolicy](classes []Class, 
 			_ = c.Close()
 			return nil, fmt.Errorf("classes: class of %d-byte blocks: %w", cl.Size, err)
 		}
-		c.cls = append(c.cls, class[B, T, P]{size: cl.Size, p: p})
+		c.cls = append(c.cls, class[B, T, P]{size: cl.Size, blocks: cl.Blocks, p: p})
 	}
 	c.pub.Init(c.stats().clone())
 	return c, nil
@@ -144,6 +149,9 @@ func Default(classes []Class) (*DefaultPool, error) {
 // AllocClass for that). A size of 0 or less fails with an error wrapping
 // pool.ErrInvalidArgument, one above the largest class with ErrTooLarge.
 func (c *Pool[B, T, P]) Alloc(n int) (Handle, error) {
+	if c == nil {
+		return Handle{}, errNilPool
+	}
 	k := 0
 	for k < len(c.cls) && c.cls[k].size < n {
 		k++
@@ -177,6 +185,9 @@ func (c *Pool[B, T, P]) refuse(n int) error {
 // AllocBytes is Alloc that also returns the block's memory: the whole block
 // of its class (at least n bytes), as Bytes would.
 func (c *Pool[B, T, P]) AllocBytes(n int) (Handle, []byte, error) {
+	if c == nil {
+		return Handle{}, nil, errNilPool
+	}
 	for k := range c.cls {
 		if cl := &c.cls[k]; n <= cl.size && n > 0 {
 			h, buf, err := cl.p.AllocBytes()
@@ -222,6 +233,9 @@ func (c *Pool[B, T, P]) badSize(n int) error {
 // Free returns a block to its class. A bad handle gets an error matching
 // pool.ErrInvalidHandle and changes nothing else.
 func (c *Pool[B, T, P]) Free(h Handle) error {
+	if c == nil {
+		return errNilPool
+	}
 	if h.class >= uint32(len(c.cls)) {
 		return c.rejectClass()
 	}
@@ -286,6 +300,9 @@ func (r *rejection) err() error {
 
 // Bytes returns the memory of a live block: the whole block of its class.
 func (c *Pool[B, T, P]) Bytes(h Handle) ([]byte, error) {
+	if c == nil {
+		return nil, errNilPool
+	}
 	if h.class < uint32(len(c.cls)) {
 		return c.cls[h.class].p.Bytes(h.block)
 	}
@@ -329,10 +346,14 @@ func (c *Pool[B, T, P]) Drain() (int, error) {
 // class: make one per worker goroutine, or one per request and Close it
 // when done. It is safe to call from any goroutine.
 func (c *Pool[B, T, P]) NewSender() (*Sender, error) {
+	if c == nil {
+		return nil, errNilPool
+	}
 	if c.cls == nil { // set once in New; closed is the owner's, so the pools report it
 		return nil, errZeroPool
 	}
-	s := &Sender{per: make([]*pool.Sender, len(c.cls)), parts: make([][]pool.Handle, len(c.cls)), rejected: &c.remoteRejected}
+	s := &Sender{per: make([]*pool.Sender, len(c.cls)), parts: make([][]pool.Handle, len(c.cls)),
+		rejected: &c.remoteRejected, closed: &c.isClosed}
 	for k := range c.cls {
 		ps, err := c.cls[k].p.NewSender()
 		if err != nil {
@@ -348,6 +369,9 @@ func (c *Pool[B, T, P]) NewSender() (*Sender, error) {
 // Close): one ClassStats per class, smallest first. Only the owner may call
 // it; it also publishes what it returns for Snapshot.
 func (c *Pool[B, T, P]) Stats() Stats {
+	if c == nil {
+		return Stats{}
+	}
 	st := c.stats()
 	if c.cls != nil && !c.closed {
 		c.pub.Publish(st.clone())
@@ -371,7 +395,7 @@ func (c *Pool[B, T, P]) stats() Stats {
 // otherwise waits for the owner's next Drain, up to 100 ms, and returns the
 // latest value. After Close it returns the final counts at once.
 func (c *Pool[B, T, P]) Snapshot() Stats {
-	if c.cls == nil {
+	if c == nil || c.cls == nil {
 		return Stats{}
 	}
 	return c.pub.Get().clone()
@@ -379,9 +403,12 @@ func (c *Pool[B, T, P]) Snapshot() Stats {
 
 // Classes returns the classes, smallest first; Handle.Class indexes it.
 func (c *Pool[B, T, P]) Classes() []Class {
+	if c == nil {
+		return nil
+	}
 	out := make([]Class, len(c.cls))
 	for k, cl := range c.cls {
-		out[k] = Class{Size: cl.size, Blocks: cl.p.Capacity()}
+		out[k] = Class{Size: cl.size, Blocks: cl.blocks}
 	}
 	return out
 }
@@ -389,6 +416,9 @@ func (c *Pool[B, T, P]) Classes() []Class {
 // ClassOf returns the class an allocation of n bytes takes, or an error as
 // Alloc would return it.
 func (c *Pool[B, T, P]) ClassOf(n int) (int, error) {
+	if c == nil {
+		return 0, errNilPool
+	}
 	for k := range c.cls {
 		if n <= c.cls[k].size && n > 0 {
 			return k, nil
@@ -401,6 +431,9 @@ func (c *Pool[B, T, P]) ClassOf(n int) (int, error) {
 // (its Backing, say). Allocating from it directly bypasses the allocator's
 // Requested count; freeing through it is fine.
 func (c *Pool[B, T, P]) Class(k int) (*pool.Pool[B, T, P], error) {
+	if c == nil {
+		return nil, errNilPool
+	}
 	if k < 0 || k >= len(c.cls) {
 		return nil, fmt.Errorf("%w: class %d of %d", pool.ErrInvalidArgument, k, len(c.cls))
 	}
@@ -419,12 +452,15 @@ func (c *Pool[B, T, P]) Close() error {
 		errs = append(errs, c.cls[k].p.Close())
 	}
 	c.closed = true
+	c.isClosed.Store(true)
 	c.pub.Seal(final.clone())
 	return errors.Join(errs...)
 }
 
 func (c *Pool[B, T, P]) usable() error {
 	switch {
+	case c == nil:
+		return errNilPool
 	case c.cls == nil:
 		return errZeroPool
 	case c.closed:

@@ -19,12 +19,13 @@ import (
 // validate block handles (the owner does when it drains), but it refuses
 // handles whose class index names no class, which it cannot route.
 //
-// The zero Sender is not usable (its calls return pool.ErrClosed); make one
-// with Pool.NewSender.
+// The zero Sender and a nil *Sender are not usable (their calls return
+// pool.ErrClosed); make one with Pool.NewSender.
 type Sender struct {
 	per      []*pool.Sender
 	parts    [][]pool.Handle // the chunk being split, one part per class
 	rejected *atomic.Uint64  // the allocator's count of handles naming no class
+	closed   *atomic.Bool    // the allocator's: closed
 	one      [1]Handle
 	retired  bool
 }
@@ -37,7 +38,7 @@ type Sender struct {
 // fails with pool.ErrClosed once the allocator or the sender is closed.
 // Steady-state calls allocate nothing: the per-class parts are reused.
 func (s *Sender) FreeChunk(chunk []Handle) error {
-	if s.per == nil || s.retired {
+	if s == nil || s.per == nil || s.retired || s.closed.Load() {
 		return pool.ErrClosed
 	}
 	rej := rejection{}
@@ -69,6 +70,9 @@ func (s *Sender) FreeChunk(chunk []Handle) error {
 
 // Free frees one block; it is FreeChunk of a one-handle chunk.
 func (s *Sender) Free(h Handle) error {
+	if s == nil {
+		return pool.ErrClosed
+	}
 	s.one[0] = h
 	return s.FreeChunk(s.one[:])
 }
@@ -76,6 +80,9 @@ func (s *Sender) Free(h Handle) error {
 // Submitted returns how many handles this sender has handed to the
 // transports, over all classes.
 func (s *Sender) Submitted() uint64 {
+	if s == nil {
+		return 0
+	}
 	var n uint64
 	for _, p := range s.per {
 		n += p.Submitted()
@@ -88,7 +95,7 @@ func (s *Sender) Submitted() uint64 {
 // drains. Close a sender made for one request when the request is done.
 // Later calls do nothing and return nil.
 func (s *Sender) Close() error {
-	if s.retired {
+	if s == nil || s.retired {
 		return nil
 	}
 	s.retired = true

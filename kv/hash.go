@@ -131,15 +131,29 @@ func NewHasher(algo HashAlgo, seed string) (*Hasher, error) {
 }
 
 // Algo returns the hasher's algorithm.
-func (h *Hasher) Algo() HashAlgo { return h.algo }
+func (h *Hasher) Algo() HashAlgo {
+	if h == nil {
+		return 0
+	}
+	return h.algo
+}
 
 // Root returns the hash that stands in for the parent of a first block.
-func (h *Hasher) Root() Hash { return h.root }
+func (h *Hasher) Root() Hash {
+	if h == nil {
+		return Hash{}
+	}
+	return h.root
+}
 
 // Block returns the hash of a full block of tokens whose parent block has
 // hash parent; the zero parent marks a sequence's first block, which
-// chains from the root and carries key's salt.
+// chains from the root and carries key's salt. A nil or zero Hasher returns
+// the zero Hash.
 func (h *Hasher) Block(parent Hash, tokens []uint32, key Key) Hash {
+	if h == nil || h.root.IsZero() {
+		return Hash{}
+	}
 	first := parent.IsZero()
 	if first {
 		parent = h.root
@@ -177,7 +191,7 @@ func (h *Hasher) Block(parent Hash, tokens []uint32, key Key) Hash {
 // blockSize tokens to a block, from the sequence's first block on: the
 // keys a router looks up for a prompt. A partial last block has no hash.
 func (h *Hasher) AppendHashes(dst []Hash, tokens []uint32, blockSize int, key Key) []Hash {
-	if blockSize <= 0 {
+	if blockSize <= 0 || h == nil || h.root.IsZero() {
 		return dst
 	}
 	var parent Hash

@@ -3,6 +3,7 @@ package kv
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -195,16 +196,29 @@ func New(p BlockPool, opts ...Option) (*Manager, error) {
 }
 
 // TokensPerBlock returns how many tokens a block holds.
-func (m *Manager) TokensPerBlock() int { return m.bs }
+func (m *Manager) TokensPerBlock() int {
+	if m == nil {
+		return 0
+	}
+	return m.bs
+}
 
-// Hasher returns a new Hasher that computes the manager's block hashes.
+// Hasher returns a new Hasher that computes the manager's block hashes; nil
+// for a zero or nil Manager.
 func (m *Manager) Hasher() *Hasher {
+	if m == nil || m.id == 0 {
+		return nil
+	}
 	h, _ := NewHasher(m.cfg.algo, m.cfg.seed)
 	return h
 }
 
+var errNilManager = fmt.Errorf("%w: nil *kv.Manager", pool.ErrClosed)
+
 func (m *Manager) usable() error {
 	switch {
+	case m == nil:
+		return errNilManager
 	case m.id == 0:
 		return errZeroManager
 	case m.closed:
@@ -473,7 +487,15 @@ func (m *Manager) drop(i int32) {
 		return
 	}
 	m.inUse--
-	if !b.hash.IsZero() || m.cfg.freed == QueueFreedBehindCached {
+	if !b.hash.IsZero() {
+		m.push(i) // cached: evictable at its priority
+		return
+	}
+	if m.cfg.freed == QueueFreedBehindCached {
+		// Freed, not cached: queued like a cached block, but with the
+		// default priority, as SetPriority promises for a freed block.
+		m.keep(i)
+		b.prio = DefaultPriority
 		m.push(i)
 		return
 	}
@@ -654,7 +676,7 @@ func (m *Manager) SetPriority(id SeqID, from, to int, p Priority, d time.Duratio
 	}
 	var at int64
 	if d > 0 {
-		at = m.cfg.clock().Add(d).UnixNano()
+		at = expiry(m.cfg.clock(), d)
 	}
 	for k := from / m.bs; k <= (to-1)/m.bs; k++ {
 		i := int32(s.blocks[k].Index())
@@ -779,6 +801,9 @@ func (m *Manager) Reset() (int, error) {
 // NewReleaser returns a Releaser for one worker goroutine. It is safe to
 // call from any goroutine.
 func (m *Manager) NewReleaser() (*Releaser, error) {
+	if m == nil {
+		return nil, errNilManager
+	}
 	if m.id == 0 {
 		return nil, errZeroManager
 	}
@@ -892,8 +917,13 @@ func (m *Manager) flushStored(key Key) {
 
 func (m *Manager) emit(kind EventKind, hashes []Hash) {
 	m.event.Kind, m.event.Hashes = kind, hashes
+	defer func() {
+		m.event.Hashes, m.event.Parent = nil, Hash{}
+		if recover() != nil {
+			m.st.SubscriberPanics++
+		}
+	}()
 	m.cfg.subscriber(&m.event)
-	m.event.Hashes, m.event.Parent = nil, Hash{}
 }
 
 // Stats returns the accounting as it is now; after Close, as it stood at
@@ -901,6 +931,9 @@ func (m *Manager) emit(kind EventKind, hashes []Hash) {
 // Snapshot. In invariant builds (-race, -tags locus_invariants) it first
 // checks the manager's whole state and panics if it is inconsistent.
 func (m *Manager) Stats() Stats {
+	if m == nil {
+		return Stats{}
+	}
 	st := m.stats()
 	if m.id != 0 && !m.closed {
 		m.pub.Publish(st)
@@ -938,6 +971,9 @@ func (m *Manager) stats() Stats {
 // published. After Close it returns the final counts at once. The
 // identities of Stats hold within one snapshot.
 func (m *Manager) Snapshot() Stats {
+	if m == nil {
+		return Stats{}
+	}
 	if m.id == 0 {
 		return Stats{}
 	}
@@ -973,3 +1009,14 @@ type noCopy struct{}
 
 func (*noCopy) Lock()   {}
 func (*noCopy) Unlock() {}
+
+// expiry returns the UnixNano at which a priority set at now for d decays,
+// saturating at the largest time an int64 holds: a duration that reaches past
+// it (year 2262) means never, not at once.
+func expiry(now time.Time, d time.Duration) int64 {
+	t := now.UnixNano()
+	if t > 0 && int64(d) > math.MaxInt64-t {
+		return math.MaxInt64
+	}
+	return t + int64(d)
+}

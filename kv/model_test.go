@@ -165,7 +165,14 @@ func (md *model) drop(b *mblock) {
 	if b.ref > 0 || b.pins > 0 {
 		return
 	}
-	if !b.hash.IsZero() || md.freed == kv.QueueFreedBehindCached {
+	if !b.hash.IsZero() {
+		md.push(b)
+		return
+	}
+	if md.freed == kv.QueueFreedBehindCached {
+		// A freed block is queued with the default priority (SetPriority:
+		// "gets DefaultPriority back when it is evicted or freed").
+		b.prio, b.expiry = kv.DefaultPriority, 0
 		md.push(b)
 		return
 	}

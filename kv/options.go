@@ -122,7 +122,11 @@ func WithWatermarks(high, low float64) Option {
 func WithMaxPinned(share float64) Option { return optionFunc(func(c *config) { c.maxPinned = share }) }
 
 // WithSubscriber makes the manager call fn with every cache event (see
-// Event). Without it no event is built.
+// Event). Without it no event is built. fn runs on the owner goroutine in
+// the middle of the manager call that changed the cache: it must not call the
+// manager, and it should not panic. If it does, the manager recovers, drops
+// that event, counts it in Stats.SubscriberPanics and finishes the call, so
+// its state stays consistent and no sequence or block is lost.
 func WithSubscriber(fn func(*Event)) Option { return optionFunc(func(c *config) { c.subscriber = fn }) }
 
 // WithClock sets the clock that times priority durations (default

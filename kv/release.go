@@ -80,7 +80,7 @@ type Releaser struct {
 // Release hands the sequence id to the owner, one push that never waits. It
 // fails with pool.ErrClosed once the releaser or its manager is closed.
 func (r *Releaser) Release(id SeqID) error {
-	if r.prod == nil || r.retired || r.closed.Load() {
+	if r == nil || r.prod == nil || r.retired || r.closed.Load() {
 		return pool.ErrClosed
 	}
 	r.one[0] = id.handle()
@@ -91,7 +91,7 @@ func (r *Releaser) Release(id SeqID) error {
 // what it released before still reaches the owner's next Drain. Close may
 // be called more than once.
 func (r *Releaser) Close() error {
-	if r.prod == nil || r.retired {
+	if r == nil || r.prod == nil || r.retired {
 		return nil
 	}
 	r.retired = true

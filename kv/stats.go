@@ -42,4 +42,8 @@ type Stats struct {
 	Releases         uint64 // sequences released, locally or remotely
 	RemoteReleases   uint64 // of Releases, those released through a Releaser
 	RejectedReleases uint64 // releases refused: zero, foreign, stale or double
+
+	// SubscriberPanics counts events lost because the subscriber panicked
+	// (see WithSubscriber).
+	SubscriberPanics uint64
 }

@@ -3,6 +3,7 @@ package kv
 import (
 	"fmt"
 
+	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -50,26 +51,42 @@ func NewTable(tokensPerBlock int) (*Table, error) {
 }
 
 // Tokens returns the sequence's length in tokens.
-func (t *Table) Tokens() int { return t.tokens }
+func (t *Table) Tokens() int {
+	if t == nil {
+		return 0
+	}
+	return t.tokens
+}
 
 // TokensPerBlock returns how many tokens a block holds.
-func (t *Table) TokensPerBlock() int { return t.tokensPerBlock }
+func (t *Table) TokensPerBlock() int {
+	if t == nil {
+		return 0
+	}
+	return t.tokensPerBlock
+}
 
 // Handles returns the sequence's blocks in token order. The slice is the
 // table's own: read it, do not keep or change it.
-func (t *Table) Handles() []pool.Handle { return t.handles }
+func (t *Table) Handles() []pool.Handle {
+	if t == nil {
+		return nil
+	}
+	return t.handles
+}
 
 // Append grows the sequence by tokens tokens, allocating from a the blocks the
 // new length needs. If a cannot provide them all it allocates none, leaves the
 // table as it was and returns a's error (pool.ErrExhausted, say); a request for
 // more blocks than a's capacity fails with pool.ErrExhausted before anything is
 // reserved. A negative count, or one that would overflow the length, fails
-// with pool.ErrInvalidArgument, and so does a nil allocator or a zero Table.
+// with pool.ErrInvalidArgument, and so does a nil or typed-nil allocator or a
+// zero or nil Table.
 func (t *Table) Append(a Allocator, tokens int) error {
-	if t.tokensPerBlock <= 0 {
-		return fmt.Errorf("kv: %w: zero Table; make it with NewTable", pool.ErrInvalidArgument)
+	if t == nil || t.tokensPerBlock <= 0 {
+		return fmt.Errorf("kv: %w: zero or nil Table; make it with NewTable", pool.ErrInvalidArgument)
 	}
-	if a == nil {
+	if typednil.Is(a) {
 		return fmt.Errorf("kv: %w: nil allocator", pool.ErrInvalidArgument)
 	}
 	if tokens < 0 || tokens > int(^uint(0)>>1)-t.tokens {
@@ -79,7 +96,12 @@ func (t *Table) Append(a Allocator, tokens int) error {
 	blocks := n/t.tokensPerBlock + min(n%t.tokensPerBlock, 1) // no overflow near MaxInt
 	need := blocks - len(t.handles)
 	if need > 0 && blocks > a.Capacity() {
-		return pool.ErrExhausted // as AllocChunk would say, without reserving the handles first
+		// As AllocChunk would say, without reserving the handles first; a
+		// closed pool has no capacity, and says so itself.
+		if err := a.AllocChunk(nil); err != nil {
+			return err
+		}
+		return pool.ErrExhausted
 	}
 	if need > 0 {
 		old := len(t.handles)
@@ -97,9 +119,14 @@ func (t *Table) Append(a Allocator, tokens int) error {
 // Release frees every block of the table as one chunk through f (the pool
 // itself, or a worker's Sender) and empties the table, keeping its capacity
 // for reuse. The table is empty afterwards even if f reports an error: the
-// blocks are no longer the table's either way.
+// blocks are no longer the table's either way. A nil or typed-nil f fails
+// with pool.ErrInvalidArgument and changes nothing; a nil Table has nothing to
+// release.
 func (t *Table) Release(f ChunkFreer) error {
-	if f == nil {
+	if t == nil {
+		return nil
+	}
+	if typednil.Is(f) {
 		return fmt.Errorf("kv: %w: nil freer", pool.ErrInvalidArgument)
 	}
 	err := f.FreeChunk(t.handles)

@@ -36,6 +36,7 @@ type ManagerSource interface {
 //	locus_kv_forks_total                               counter
 //	locus_kv_releases_total{via="owner"|"releaser"}    counter: sequences released
 //	locus_kv_rejected_releases_total                   counter: zero, foreign, stale or double releases
+//	locus_kv_subscriber_panics_total                   counter: cache events lost to a panicking subscriber
 func NewManager(name string, m ManagerSource) prometheus.Collector {
 	return newCollector[kv.Stats]("kv", "manager", name, m, managerFamilies)
 }
@@ -82,4 +83,6 @@ var managerFamilies = []family[kv.Stats]{
 		}},
 	{"rejected_releases_total", "Releases refused: zero, foreign, stale or double.", nil,
 		func(w *writer, s kv.Stats) { w.counter(s.RejectedReleases) }},
+	{"subscriber_panics_total", "Cache events lost because the event subscriber panicked.", nil,
+		func(w *writer, s kv.Stats) { w.counter(s.SubscriberPanics) }},
 }

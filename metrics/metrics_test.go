@@ -176,6 +176,9 @@ locus_kv_prefix_query_tokens_total{manager="m"} 80
 # HELP locus_kv_rejected_releases_total Releases refused: zero, foreign, stale or double.
 # TYPE locus_kv_rejected_releases_total counter
 locus_kv_rejected_releases_total{manager="m"} 1
+# HELP locus_kv_subscriber_panics_total Cache events lost because the event subscriber panicked.
+# TYPE locus_kv_subscriber_panics_total counter
+locus_kv_subscriber_panics_total{manager="m"} 0
 # HELP locus_kv_releases_total Sequences released, by the owner or through a releaser.
 # TYPE locus_kv_releases_total counter
 locus_kv_releases_total{manager="m",via="owner"} 1

@@ -63,8 +63,10 @@ func (f Fit) String() string {
 // EvictFunc is told of every run the Pool evicts, on the owner goroutine,
 // before the run's pages are reused: the run is still valid during the call,
 // so Bytes and Span work on it (to copy its contents elsewhere, say), and it
-// is stale once the call returns. EvictFunc must not call the Pool's other
-// methods: they fail with ErrInEviction.
+// is stale once the call returns. EvictFunc must not change the Pool: Alloc,
+// Free, Pin, Unpin, Evict and Close fail with ErrInEviction during the call;
+// the methods that only read (Bytes, Span, Content, Pins, Stats, Snapshot,
+// ContentTypes, PageSize, Pages) work.
 type EvictFunc func(r Run, c Content)
 
 // Option configures New. The options are the functions of this package that

@@ -213,6 +213,9 @@ func (p *Pool) setKinds(cfg config) error {
 // n must be 1 to Pages() and c one of the Pool's content types, else the
 // error wraps pool.ErrInvalidArgument.
 func (p *Pool) Alloc(n int, c Content) (Run, error) {
+	if p == nil {
+		return Run{}, errNilPool
+	}
 	if p.evicting || p.closed || p.id == 0 {
 		return Run{}, p.unusable()
 	}
@@ -239,6 +242,9 @@ func (p *Pool) Alloc(n int, c Content) (Run, error) {
 // against the owner). A bad run gets one of the handle errors and changes
 // nothing else.
 func (p *Pool) Free(r Run) error {
+	if p == nil {
+		return errNilPool
+	}
 	if p.evicting {
 		return ErrInEviction
 	}
@@ -262,6 +268,9 @@ func (p *Pool) Free(r Run) error {
 // Pin adds a pin to a run: a pinned run is never evicted. Pin a run while
 // it is in use and Unpin it when it may go.
 func (p *Pool) Pin(r Run) error {
+	if p == nil {
+		return errNilPool
+	}
 	if p.evicting {
 		return ErrInEviction
 	}
@@ -285,6 +294,9 @@ func (p *Pool) Pin(r Run) error {
 // becomes the most recently unpinned run of its priority: the last of its
 // priority to be evicted. Unpin of a run without pins returns ErrNotPinned.
 func (p *Pool) Unpin(r Run) error {
+	if p == nil {
+		return errNilPool
+	}
 	if p.evicting {
 		return ErrInEviction
 	}
@@ -306,6 +318,9 @@ func (p *Pool) Unpin(r Run) error {
 
 // Pins returns a run's pin count.
 func (p *Pool) Pins(r Run) (int, error) {
+	if p == nil {
+		return 0, errNilPool
+	}
 	m, err := p.lookup(r)
 	if err != nil {
 		return 0, err
@@ -318,6 +333,9 @@ func (p *Pool) Pins(r Run) (int, error) {
 // left, and returns how many pages it evicted. Use it to make room ahead of
 // a burst, off the allocation path.
 func (p *Pool) Evict(pages int) (int, error) {
+	if p == nil {
+		return 0, errNilPool
+	}
 	if p.evicting || p.closed || p.id == 0 {
 		return 0, p.unusable()
 	}
@@ -338,6 +356,9 @@ func (p *Pool) Evict(pages int) (int, error) {
 // spare capacity. The slice stays valid until the Pool is closed, but the
 // pages belong to the caller only until the run is freed or evicted.
 func (p *Pool) Bytes(r Run) ([]byte, error) {
+	if p == nil {
+		return nil, errNilPool
+	}
 	m, err := p.lookup(r)
 	if err != nil {
 		return nil, err
@@ -349,6 +370,9 @@ func (p *Pool) Bytes(r Run) ([]byte, error) {
 
 // Span returns a live run's first page and length in pages.
 func (p *Pool) Span(r Run) (first, n int, err error) {
+	if p == nil {
+		return 0, 0, errNilPool
+	}
 	m, err := p.lookup(r)
 	if err != nil {
 		return 0, 0, err
@@ -358,6 +382,9 @@ func (p *Pool) Span(r Run) (first, n int, err error) {
 
 // Content returns a live run's content type.
 func (p *Pool) Content(r Run) (Content, error) {
+	if p == nil {
+		return 0, errNilPool
+	}
 	m, err := p.lookup(r)
 	if err != nil {
 		return 0, err
@@ -367,6 +394,9 @@ func (p *Pool) Content(r Run) (Content, error) {
 
 // ContentTypes returns the Pool's content types, indexed by Content.
 func (p *Pool) ContentTypes() []ContentType {
+	if p == nil {
+		return nil
+	}
 	out := make([]ContentType, len(p.kinds))
 	for i, k := range p.kinds {
 		out[i] = k.ContentType
@@ -375,16 +405,29 @@ func (p *Pool) ContentTypes() []ContentType {
 }
 
 // PageSize returns the size of a page in bytes.
-func (p *Pool) PageSize() int { return p.pageSize }
+func (p *Pool) PageSize() int {
+	if p == nil {
+		return 0
+	}
+	return p.pageSize
+}
 
 // Pages returns the number of pages in the region; 0 after Close.
-func (p *Pool) Pages() int { return len(p.meta) }
+func (p *Pool) Pages() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.meta)
+}
 
 // Stats returns the Pool's accounting as it is now; after Close, as it
 // stood at Close. Only the owner may call it; it also publishes what it
 // returns for Snapshot, so an owner that wants scrapers to see fresh
 // figures calls it once per scheduling step.
 func (p *Pool) Stats() Stats {
+	if p == nil {
+		return Stats{}
+	}
 	if p.closed {
 		return p.final
 	}
@@ -400,6 +443,9 @@ func (p *Pool) Stats() Stats {
 // Stats or Close). It is safe to call from any goroutine, concurrently with
 // the owner, and the identities of Stats hold within one snapshot.
 func (p *Pool) Snapshot() Stats {
+	if p == nil {
+		return Stats{}
+	}
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
 	return p.pub
@@ -408,6 +454,9 @@ func (p *Pool) Snapshot() Stats {
 // Close releases the backing. Later calls of every method, Close included,
 // return pool.ErrClosed; slices returned by Bytes must not be used after it.
 func (p *Pool) Close() error {
+	if p == nil {
+		return errNilPool
+	}
 	if p.evicting || p.closed || p.id == 0 {
 		return p.unusable()
 	}

@@ -20,7 +20,10 @@ var (
 	ErrPinLimit = fmt.Errorf("pages: pin count at its limit: %w", pool.ErrInvalidArgument)
 )
 
-var errZeroPool = fmt.Errorf("%w: zero pages.Pool; make it with pages.New", pool.ErrClosed)
+var (
+	errZeroPool = fmt.Errorf("%w: zero pages.Pool; make it with pages.New", pool.ErrClosed)
+	errNilPool  = fmt.Errorf("%w: nil *pages.Pool", pool.ErrClosed)
+)
 
 // Stats is a snapshot of a Pool's accounting. Every count is exact:
 //

@@ -6,7 +6,9 @@ import (
 )
 
 // Errors returned by pools and components. Match them with errors.Is. The
-// handle errors are pre-allocated so that rejecting a handle never allocates.
+// handle errors are pre-allocated, so that a Free or Bytes that rejects its
+// handle allocates nothing; a chunk with rejected handles (FreeChunk, Drain)
+// is reported in one *RejectedError, one allocation.
 var (
 	// ErrInvalidHandle matches every handle rejection below.
 	ErrInvalidHandle = errors.New("pool: invalid handle")

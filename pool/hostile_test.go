@@ -224,3 +224,35 @@ func TestErrorsAreSentinels(t *testing.T) {
 		require.True(t, strings.HasPrefix(err.Error(), "pool: "))
 	}
 }
+
+func TestNilPoolRefusesEverything(t *testing.T) {
+	var p *pool.Pool[*heap.Backing, *mailbox.Transport, lifo.Policy]
+	h := mkHandle(1, 0, 1)
+	_, errAlloc := p.Alloc()
+	_, _, errAllocBytes := p.AllocBytes()
+	_, errBytes := p.Bytes(h)
+	_, errDrain := p.Drain()
+	_, errSender := p.NewSender()
+	for name, err := range map[string]error{
+		"Alloc": errAlloc, "AllocBytes": errAllocBytes, "AllocChunk": p.AllocChunk(make([]pool.Handle, 1)),
+		"Free": p.Free(h), "FreeChunk": p.FreeChunk([]pool.Handle{h}), "Bytes": errBytes,
+		"Drain": errDrain, "NewSender": errSender, "Close": p.Close(),
+	} {
+		require.ErrorIs(t, err, pool.ErrClosed, name)
+	}
+	require.Equal(t, pool.Stats{}, p.Stats())
+	require.Equal(t, pool.Stats{}, p.Snapshot())
+	require.Zero(t, p.Capacity()+p.BlockSize())
+	require.Nil(t, p.Backing())
+	require.Nil(t, p.Transport())
+	_ = p.Policy()
+
+	var s *pool.Sender
+	require.ErrorIs(t, s.FreeChunk([]pool.Handle{h}), pool.ErrClosed)
+	require.ErrorIs(t, s.Free(h), pool.ErrClosed)
+	n, err := s.TryFreeChunk([]pool.Handle{h})
+	require.Zero(t, n)
+	require.ErrorIs(t, err, pool.ErrClosed)
+	require.NoError(t, s.Close())
+	require.Zero(t, s.Submitted())
+}

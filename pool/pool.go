@@ -34,8 +34,8 @@ const MaxBlocks = 1 << 30
 // (see ErrInvalidHandle) and changes nothing but the Rejected count. A block is
 // never handed out twice while it is live.
 //
-// The zero Pool is not usable (its calls fail with ErrClosed); build one with
-// New. A Pool must not be copied.
+// The zero Pool and a nil *Pool are not usable (their calls fail with an
+// error matching ErrClosed); build one with New. A Pool must not be copied.
 type Pool[B Backing, T Transport, P ReusePolicy] struct {
 	_ noCopy
 	c core
@@ -93,8 +93,12 @@ func nextPoolID() uint32 {
 	}
 }
 
-// errZeroPool is what every call of a zero Pool returns.
-var errZeroPool = fmt.Errorf("%w: zero Pool; make it with pool.New", ErrClosed)
+// errZeroPool and errNilPool are what every call of a zero Pool and of a
+// nil *Pool returns.
+var (
+	errZeroPool = fmt.Errorf("%w: zero Pool; make it with pool.New", ErrClosed)
+	errNilPool  = fmt.Errorf("%w: nil *Pool", ErrClosed)
+)
 
 // metaBytesPerBlock is what the pool itself keeps per block: the slice
 // header of its memory, its generation and up to two free-list slots.
@@ -105,7 +109,9 @@ const metaBytesPerBlock = 24 + 8 + 8
 //
 //	p, err := pool.New(b, mailbox.New(), lifo.Policy{})
 //
-// The pool takes ownership of b and t and releases them in Close. New fails
+// The pool takes ownership of b and t and releases them in Close: a
+// component belongs to one pool (two pools sharing a transport would each
+// reject the other's frees as foreign). New fails
 // with an error wrapping ErrInvalidConfig if a component is nil (a nil
 // interface or a typed nil pointer), the policy's order is invalid, or the
 // backing's blocks are empty, of unequal sizes, too many (see MaxBlocks) or
@@ -162,13 +168,16 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 // frees (counting them in Stats like any drain); if still none is free it
 // returns ErrExhausted. It never waits.
 func (p *Pool[B, T, P]) Alloc() (Handle, error) {
-	if p.c.free.len() > 0 {
+	if p != nil && p.c.free.len() > 0 {
 		return p.c.take(), nil
 	}
 	return p.allocSlow()
 }
 
 func (p *Pool[B, T, P]) allocSlow() (Handle, error) {
+	if p == nil {
+		return Handle{}, errNilPool
+	}
 	if err := p.refill(1); err != nil {
 		return Handle{}, err
 	}
@@ -222,6 +231,9 @@ func (p *Pool[B, T, P]) drainOnce() uint64 {
 // without validating the handle a second time: allocate and fill a block in
 // one call.
 func (p *Pool[B, T, P]) AllocBytes() (Handle, []byte, error) {
+	if p == nil {
+		return Handle{}, nil, errNilPool
+	}
 	if p.c.free.len() == 0 {
 		if err := p.refill(1); err != nil {
 			return Handle{}, nil, err
@@ -236,6 +248,9 @@ func (p *Pool[B, T, P]) AllocBytes() (Handle, []byte, error) {
 // frees arrive, it allocates none and returns ErrExhausted. An empty dst
 // allocates nothing and returns nil (ErrClosed on a closed pool).
 func (p *Pool[B, T, P]) AllocChunk(dst []Handle) error {
+	if p == nil {
+		return errNilPool
+	}
 	if p.c.free.len() < len(dst) || len(dst) == 0 {
 		if err := p.refill(len(dst)); err != nil {
 			return err
@@ -250,6 +265,9 @@ func (p *Pool[B, T, P]) AllocChunk(dst []Handle) error {
 // Free returns a block to the free list. A bad handle gets one of the handle
 // errors (errors.Is(err, ErrInvalidHandle)) and changes nothing else.
 func (p *Pool[B, T, P]) Free(h Handle) error {
+	if p == nil {
+		return errNilPool
+	}
 	p.c.markHigh()
 	if p.c.put(h) {
 		p.c.frees++
@@ -261,6 +279,9 @@ func (p *Pool[B, T, P]) Free(h Handle) error {
 // FreeChunk frees every handle of chunk. Bad handles are skipped, counted and
 // reported in a *RejectedError; the good ones are freed.
 func (p *Pool[B, T, P]) FreeChunk(chunk []Handle) error {
+	if p == nil {
+		return errNilPool
+	}
 	if err := p.c.usable(); err != nil {
 		return err
 	}
@@ -288,6 +309,9 @@ func (p *Pool[B, T, P]) FreeChunk(chunk []Handle) error {
 // capacity. The slice stays valid until the pool is closed, but the block
 // belongs to the caller only until it is freed.
 func (p *Pool[B, T, P]) Bytes(h Handle) ([]byte, error) {
+	if p == nil {
+		return nil, errNilPool
+	}
 	if p.c.valid(h) {
 		return p.c.blocks[h.idx], nil
 	}
@@ -306,6 +330,9 @@ func (p *Pool[B, T, P]) Bytes(h Handle) ([]byte, error) {
 // *RejectedError; the good handles beside them are freed all the same.
 // Drain also publishes the accounting when a Snapshot asked for it.
 func (p *Pool[B, T, P]) Drain() (int, error) {
+	if p == nil {
+		return 0, errNilPool
+	}
 	if err := p.c.usable(); err != nil {
 		return 0, err
 	}
@@ -321,6 +348,9 @@ func (p *Pool[B, T, P]) Drain() (int, error) {
 // but each holds an endpoint of the transport until it is closed: make one
 // per worker goroutine, or one per request and Close it when done.
 func (p *Pool[B, T, P]) NewSender() (*Sender, error) {
+	if p == nil {
+		return nil, errNilPool
+	}
 	if p.c.id == 0 {
 		return nil, errZeroPool
 	}
@@ -344,6 +374,9 @@ func (p *Pool[B, T, P]) NewSender() (*Sender, error) {
 // at Close. Only the owner may call it, like every other Pool method but
 // Snapshot; it also publishes what it returns for Snapshot.
 func (p *Pool[B, T, P]) Stats() Stats {
+	if p == nil {
+		return Stats{}
+	}
 	st := p.stats()
 	if p.c.id != 0 && !p.c.closed {
 		p.c.pub.Publish(st)
@@ -394,36 +427,68 @@ func (p *Pool[B, T, P]) stats() Stats {
 // at once. RemoteSubmitted is read at the call, so a snapshot may count
 // submissions its drains do not show yet, never the reverse; every other
 // count is as published, and the identities of Stats hold within one
-// snapshot.
+// snapshot. The owner itself reads its accounting with Stats: a Snapshot on
+// the owner's goroutine cannot be served by a Drain, so unless the owner
+// published in the last millisecond it waits the full 100 ms.
 func (p *Pool[B, T, P]) Snapshot() Stats {
-	c := &p.c
-	if c.id == 0 {
+	if p == nil || p.c.id == 0 {
 		return Stats{}
 	}
-	st := c.pub.Get()
+	st := p.c.pub.Get()
 	st.RemoteSubmitted = max(st.RemoteSubmitted, p.senders.submitted())
 	return st
 }
 
 // BlockSize returns the size of every block in bytes.
-func (p *Pool[B, T, P]) BlockSize() int { return p.c.size }
+func (p *Pool[B, T, P]) BlockSize() int {
+	if p == nil {
+		return 0
+	}
+	return p.c.size
+}
 
 // Capacity returns the number of blocks in the pool; 0 after Close.
-func (p *Pool[B, T, P]) Capacity() int { return len(p.c.gens) }
+func (p *Pool[B, T, P]) Capacity() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.c.gens)
+}
 
 // Backing returns the pool's backing.
-func (p *Pool[B, T, P]) Backing() B { return p.b }
+func (p *Pool[B, T, P]) Backing() B {
+	if p == nil {
+		var zero B
+		return zero
+	}
+	return p.b
+}
 
 // Transport returns the pool's transport.
-func (p *Pool[B, T, P]) Transport() T { return p.t }
+func (p *Pool[B, T, P]) Transport() T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return p.t
+}
 
 // Policy returns the pool's reuse policy.
-func (p *Pool[B, T, P]) Policy() P { return p.p }
+func (p *Pool[B, T, P]) Policy() P {
+	if p == nil {
+		var zero P
+		return zero
+	}
+	return p.p
+}
 
 // Close closes the transport and the backing. Later calls of every method,
 // Close included, return ErrClosed, and so do the pool's senders. Slices
 // returned by Bytes must not be used after Close.
 func (p *Pool[B, T, P]) Close() error {
+	if p == nil {
+		return errNilPool
+	}
 	if err := p.c.usable(); err != nil {
 		return err
 	}

@@ -24,8 +24,8 @@ import (
 // drains and rejects bad ones without losing the good ones beside them
 // (Drain reports them).
 //
-// The zero Sender is not usable (its calls return ErrClosed); make one with
-// Pool.NewSender.
+// The zero Sender and a nil *Sender are not usable (their calls return
+// ErrClosed); make one with Pool.NewSender.
 type Sender struct {
 	_         cpu.CacheLinePad
 	submitted atomic.Uint64 // written by this sender only, read by Stats
@@ -61,6 +61,9 @@ func (s *Sender) FreeChunk(chunk []Handle) error {
 
 // Free frees one block; it is FreeChunk of a one-handle chunk.
 func (s *Sender) Free(h Handle) error {
+	if s == nil {
+		return ErrClosed
+	}
 	s.one[0] = h
 	return s.FreeChunk(s.one[:])
 }
@@ -70,6 +73,9 @@ func (s *Sender) Free(h Handle) error {
 // the caller's. It returns ErrFull when it could not free them all. On an
 // unbounded transport it is FreeChunk.
 func (s *Sender) TryFreeChunk(chunk []Handle) (int, error) {
+	if s == nil {
+		return 0, ErrClosed
+	}
 	if s.try == nil {
 		if err := s.FreeChunk(chunk); err != nil {
 			return 0, err
@@ -94,7 +100,7 @@ func (s *Sender) TryFreeChunk(chunk []Handle) (int, error) {
 // Close (the pool's Close ends it). Close may be called more than once; later
 // calls do nothing and return nil.
 func (s *Sender) Close() error {
-	if s.set == nil || s.retired {
+	if s == nil || s.set == nil || s.retired {
 		return nil
 	}
 	s.retired = true
@@ -104,12 +110,17 @@ func (s *Sender) Close() error {
 }
 
 // Submitted returns how many handles this sender has handed to the transport.
-func (s *Sender) Submitted() uint64 { return s.submitted.Load() }
+func (s *Sender) Submitted() uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.submitted.Load()
+}
 
 // unusable reports whether the sender may not send: it is the zero Sender,
 // or it or its pool is closed.
 func (s *Sender) unusable() bool {
-	return s.set == nil || s.retired || s.set.closed.Load()
+	return s == nil || s.set == nil || s.retired || s.set.closed.Load()
 }
 
 // senders is a pool's registry of its live senders, kept outside the generic

@@ -97,8 +97,8 @@ func TestBlockGeometry(t *testing.T) {
 func FuzzNew(f *testing.F) {
 	f.Add(4096, 16)
 	f.Add(0, 0)
-	f.Add(-1, 1<<62)
-	f.Add(1<<40, 1<<30)
+	f.Add(-1, math.MaxInt)
+	f.Add(math.MaxInt32, 1<<30)
 	f.Fuzz(func(t *testing.T, size, n int) {
 		total, ok := int64(size)*int64(n), size > 0 && n > 0 && size <= math.MaxInt32 && n <= math.MaxInt32
 		if ok && total <= 16<<20 {
