@@ -34,7 +34,10 @@ runs separate is ordered the same way. Exit status 1 when the bar fails.
 	if err != nil {
 		return err
 	}
-	c := eval.Compare(a, b)
+	c, err := eval.Compare(a, b)
+	if err != nil {
+		return err
+	}
 	eval.WriteComparison(stdout, c)
 	if !c.OK {
 		return fmt.Errorf("%w: the runs disagree", errFailed)

@@ -3,6 +3,7 @@ package eval
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -85,23 +86,31 @@ func TestInvalidCellNotRanked(t *testing.T) {
 	}
 }
 
-func scoreboardOf(wbs ...WorkloadBoard) *Scoreboard {
+// scoreboardOf returns a valid scoreboard of the unpaced pass over wbs,
+// measured by len(wbs[0].Seconds) processes in rounds rounds.
+func scoreboardOf(rounds int, wbs ...WorkloadBoard) *Scoreboard {
 	sb := &Scoreboard{Schema: Schema, SchemaVersion: SchemaVersion, Suite: "LOCUS-EVAL v1", Created: time.Unix(0, 0).UTC(),
-		Config: RunConfig{Runs: 4, Touch: "byte", Unpaced: true}, Machine: ThisMachine(), Method: method, GatesOK: true,
+		Config: RunConfig{Runs: len(wbs[0].Seconds), Touch: "byte", Unpaced: true}, Machine: ThisMachine(), Method: method, GatesOK: true,
 		Passes: []Pass{{Name: "unpaced", Workloads: wbs}}}
+	for _, wb := range wbs {
+		sb.Config.Groups = append(sb.Config.Groups, GroupShape{ID: "unpaced/" + wb.Workload, Rounds: rounds, Traces: 1})
+		for _, c := range wb.Cells {
+			sb.GatesOK = sb.GatesOK && c.GatesOK
+		}
+	}
 	sb.Targets = targets(sb)
 	return sb
 }
 
 func TestCompare(t *testing.T) {
-	a := scoreboardOf(synthetic(factors, 4, 20, 0))
-	b := scoreboardOf(synthetic(factors, 4, 20, 0.001))
-	if c := Compare(a, b); !c.OK || len(c.Cells) != 3 || len(c.Conflicts) != 0 {
-		t.Fatalf("near-identical runs: %+v", c)
+	a := scoreboardOf(20, synthetic(factors, 4, 20, 0))
+	b := scoreboardOf(20, synthetic(factors, 4, 20, 0.001))
+	if c, err := Compare(a, b); err != nil || !c.OK || len(c.Cells) != 3 || len(c.Conflicts) != 0 {
+		t.Fatalf("near-identical runs: %+v, %v", c, err)
 	}
 	moved := map[string]float64{"locus-mailbox": 1, "locus-inline": 0.5, "mutex-freelist": 1.0, "sync-pool": 3}
-	c := Compare(a, scoreboardOf(synthetic(moved, 4, 20, 0)))
-	if c.OK {
+	c, err := Compare(a, scoreboardOf(20, synthetic(moved, 4, 20, 0)))
+	if err != nil || c.OK {
 		t.Fatal("a run whose sync-pool moved from 2× to 3× passed the bar")
 	}
 	var buf bytes.Buffer
@@ -110,13 +119,13 @@ func TestCompare(t *testing.T) {
 		t.Errorf("comparison text:\n%s", buf.String())
 	}
 	flipped := map[string]float64{"locus-mailbox": 1, "locus-inline": 0.5, "mutex-freelist": 1.0, "sync-pool": 0.5}
-	if c := Compare(a, scoreboardOf(synthetic(flipped, 4, 20, 0))); c.OK || len(c.Conflicts) == 0 {
-		t.Fatalf("a flipped order: %+v", c)
+	if c, err := Compare(a, scoreboardOf(20, synthetic(flipped, 4, 20, 0))); err != nil || c.OK || len(c.Conflicts) == 0 {
+		t.Fatalf("a flipped order: %+v, %v", c, err)
 	}
 }
 
 func TestTargets(t *testing.T) {
-	sb := scoreboardOf(synthetic(factors, 4, 20, 0))
+	sb := scoreboardOf(20, synthetic(factors, 4, 20, 0))
 	got := map[string]string{}
 	for _, tg := range sb.Targets {
 		got[tg.Name] = tg.Status
@@ -136,7 +145,7 @@ func TestTargets(t *testing.T) {
 }
 
 func TestDocumentRoundTrip(t *testing.T) {
-	sb := scoreboardOf(synthetic(factors, 4, 20, 0))
+	sb := scoreboardOf(20, synthetic(factors, 4, 20, 0))
 	b, err := json.Marshal(sb)
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +154,8 @@ func TestDocumentRoundTrip(t *testing.T) {
 	if err != nil || th != nil || back == nil {
 		t.Fatalf("ParseDocument: %v %v %v", back, th, err)
 	}
-	if c := Compare(sb, back); !c.OK {
-		t.Fatalf("a run does not match itself after JSON: %+v", c)
+	if c, err := Compare(sb, back); err != nil || !c.OK {
+		t.Fatalf("a run does not match itself after JSON: %+v, %v", c, err)
 	}
 	var md, txt bytes.Buffer
 	if err := WriteMarkdown(&md, []*Scoreboard{back, back}, nil, "locus-eval report x.json"); err != nil {
@@ -175,7 +184,7 @@ func TestDocumentRoundTrip(t *testing.T) {
 }
 
 func FuzzParseDocument(f *testing.F) {
-	b, _ := json.Marshal(scoreboardOf(synthetic(factors, 3, 4, 0)))
+	b, _ := json.Marshal(scoreboardOf(4, synthetic(factors, 3, 4, 0)))
 	f.Add(b)
 	f.Add([]byte(`{"schema":"locus-eval/thread","schema_version":1,"ledger":[{"id":"0351"}]}`))
 	f.Add([]byte(`{"schema":"locus-eval/scoreboard","schema_version":1,"passes":[{"workloads":[{"cells":[{"contender":"a","gates_ok":true}],"raw":{"members":["a","b"],"blocks_us":[[[1]]]}}]}]}`))
@@ -189,7 +198,9 @@ func FuzzParseDocument(f *testing.F) {
 		}
 		if sb != nil {
 			// Whatever the document holds, comparing and reporting it must not panic.
-			Compare(sb, sb)
+			if _, err := Compare(sb, sb); err != nil && !errors.Is(err, ErrIncomparable) {
+				t.Fatalf("Compare of a valid document with itself: %v", err)
+			}
 			var buf bytes.Buffer
 			_ = WriteMarkdown(&buf, []*Scoreboard{sb}, nil, "x")
 			WriteText(&buf, sb)

@@ -1,8 +1,10 @@
 package eval
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/locus-go/locus/bench"
@@ -12,7 +14,7 @@ import (
 // workload, contender) in both, do the intervals of the ratio to the
 // baseline overlap; and for every pair of contenders that both runs
 // separate (the pairwise interval excludes 1), do they order it the same
-// way.
+// way. A cell that failed its gates in either run fails the check.
 type Comparison struct {
 	Cells []CellCheck `json:"cells"`
 	// Separated counts the contender pairs both runs separate, OneSided
@@ -21,7 +23,10 @@ type Comparison struct {
 	Separated int      `json:"separated"`
 	OneSided  int      `json:"one_sided"`
 	Conflicts []string `json:"conflicts"`
-	// OK is true when every interval overlaps and nothing conflicts.
+	// Invalid names the cells that failed their gates, in either run.
+	Invalid []string `json:"invalid"`
+	// OK is true when every interval overlaps, nothing conflicts and no
+	// cell is invalid.
 	OK bool `json:"ok"`
 }
 
@@ -35,29 +40,59 @@ type CellCheck struct {
 	Overlap   bool     `json:"overlap"`
 }
 
-// Compare checks b against a.
-func Compare(a, b *Scoreboard) Comparison {
-	c := Comparison{OK: true}
+// ErrIncomparable is matched by Compare's error when two runs do not
+// measure the same thing.
+var ErrIncomparable = errors.New("runs not comparable")
+
+// Compare checks b against a. Both must be valid (Validate) and comparable:
+// measured with the same -quick, touch, passes and pace, over the same
+// workloads in each pass and the same contenders on each workload (in any
+// order), with at least one contender besides the baseline; else the error
+// matches ErrDocument or ErrIncomparable and lists every difference. The
+// number of processes, the machine and the revision may differ: comparing
+// them is what the check is for.
+func Compare(a, b *Scoreboard) (Comparison, error) {
+	for _, x := range []struct {
+		name string
+		sb   *Scoreboard
+	}{{"run A", a}, {"run B", b}} {
+		if x.sb == nil {
+			return Comparison{}, fmt.Errorf("%w: %s: no document", ErrDocument, x.name)
+		}
+		if err := x.sb.Validate(); err != nil {
+			return Comparison{}, fmt.Errorf("%s: %w", x.name, err)
+		}
+	}
+	if err := comparable(a, b); err != nil {
+		return Comparison{}, err
+	}
+	c := Comparison{OK: true, Cells: []CellCheck{}, Conflicts: []string{}, Invalid: []string{}}
 	for _, pa := range a.Passes {
 		pb := findPass(b, pa.Name)
-		if pb == nil {
-			continue
-		}
 		for i := range pa.Workloads {
 			wa := &pa.Workloads[i]
 			wb := findWorkload(pb, wa.Workload)
-			if wb == nil {
-				continue
+			for _, x := range []struct {
+				run string
+				wb  *WorkloadBoard
+			}{{"run A", wa}, {"run B", wb}} {
+				for _, cell := range x.wb.Cells {
+					if !cell.GatesOK {
+						c.Invalid = append(c.Invalid, fmt.Sprintf("%s: %s %s %s: %s", x.run, pa.Name, wa.Workload, cell.Contender,
+							strings.Join(cell.GateErrors, "; ")))
+						c.OK = false
+					}
+				}
 			}
 			var both []string
 			for _, ca := range wa.Cells {
 				cb := wb.Cell(ca.Contender)
-				if cb == nil || !ca.GatesOK || !cb.GatesOK {
-					continue
+				if !ca.GatesOK || !cb.GatesOK {
+					continue // listed in Invalid
 				}
 				both = append(both, ca.Contender)
-				if ca.Contender == bench.Baseline {
-					continue
+				if ca.Contender == bench.Baseline || ca.Verdict == "n/a" || cb.Verdict == "n/a" {
+					continue // no ratio: the baseline failed its gates, listed in Invalid
 				}
 				cc := CellCheck{Pass: pa.Name, Workload: wa.Workload, Contender: ca.Contender,
 					A: ca.Ratio, B: cb.Ratio, Overlap: ca.Ratio.Overlaps(cb.Ratio)}
@@ -86,7 +121,82 @@ func Compare(a, b *Scoreboard) Comparison {
 			}
 		}
 	}
-	return c
+	return c, nil
+}
+
+// comparable returns an error listing every difference that makes two
+// valid runs incomparable.
+func comparable(a, b *Scoreboard) error {
+	var diffs []string
+	ca, cb := a.Config, b.Config
+	if ca.Quick != cb.Quick {
+		diffs = append(diffs, fmt.Sprintf("-quick: %v in run A, %v in run B", ca.Quick, cb.Quick))
+	}
+	if ca.Touch != cb.Touch {
+		diffs = append(diffs, fmt.Sprintf("-touch: %s in run A, %s in run B", ca.Touch, cb.Touch))
+	}
+	if ca.Unpaced != cb.Unpaced {
+		diffs = append(diffs, fmt.Sprintf("the unpaced pass: %s", onlyIn(ca.Unpaced)))
+	}
+	if ca.PaceUS != cb.PaceUS {
+		diffs = append(diffs, fmt.Sprintf("-pace: %s in run A, %s in run B", paceString(ca.PaceUS), paceString(cb.PaceUS)))
+	}
+	names := func(n int, name func(int) string) []string {
+		s := make([]string, n)
+		for i := range s {
+			s[i] = name(i)
+		}
+		slices.Sort(s)
+		return s
+	}
+	for _, pa := range a.Passes {
+		pb := findPass(b, pa.Name)
+		if pb == nil {
+			continue // a difference of pace or unpaced, listed above
+		}
+		wa := names(len(pa.Workloads), func(i int) string { return pa.Workloads[i].Workload })
+		wb := names(len(pb.Workloads), func(i int) string { return pb.Workloads[i].Workload })
+		if !slices.Equal(wa, wb) {
+			diffs = append(diffs, fmt.Sprintf("%s workloads: %s in run A, %s in run B", pa.Name, strings.Join(wa, ","), strings.Join(wb, ",")))
+			continue
+		}
+		for i := range pa.Workloads {
+			x, y := &pa.Workloads[i], findWorkload(pb, pa.Workloads[i].Workload)
+			ea := names(len(x.Cells), func(i int) string { return x.Cells[i].Contender })
+			eb := names(len(y.Cells), func(i int) string { return y.Cells[i].Contender })
+			if !slices.Equal(ea, eb) {
+				diffs = append(diffs, fmt.Sprintf("%s %s contenders: %s in run A, %s in run B", pa.Name, x.Workload,
+					strings.Join(ea, ","), strings.Join(eb, ",")))
+			}
+		}
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("%w: they were made with different configurations:\n  %s", ErrIncomparable, strings.Join(diffs, "\n  "))
+	}
+	for _, p := range a.Passes {
+		for _, w := range p.Workloads {
+			for _, c := range w.Cells {
+				if c.Contender != bench.Baseline {
+					return nil
+				}
+			}
+		}
+	}
+	return fmt.Errorf("%w: nothing to compare: the runs measured no contender besides %s", ErrIncomparable, bench.Baseline)
+}
+
+func onlyIn(inA bool) string {
+	if inA {
+		return "only in run A"
+	}
+	return "only in run B"
+}
+
+func paceString(paceUS float64) string {
+	if paceUS == 0 {
+		return "off"
+	}
+	return fmt.Sprintf("%g µs", paceUS)
 }
 
 // side is -1 when the interval lies below 1, 1 above, 0 when it holds 1.
@@ -136,6 +246,10 @@ func WriteComparison(w io.Writer, c Comparison) {
 			bad++
 		}
 	}
+	if len(c.Invalid) > 0 {
+		fmt.Fprintf(w, "\n%d cells failed their proof gates (INVALID), so their ratios are not compared:\n  %s\n",
+			len(c.Invalid), strings.Join(c.Invalid, "\n  "))
+	}
 	fmt.Fprintf(w, "\n%d of %d ratio intervals overlap; contender pairs separated by both runs: %d, all in the same order",
 		len(c.Cells)-bad, len(c.Cells), c.Separated)
 	if len(c.Conflicts) > 0 {
@@ -147,6 +261,7 @@ func WriteComparison(w io.Writer, c Comparison) {
 	if c.OK {
 		fmt.Fprintln(w, "The runs are consistent: the stability bar holds.")
 	} else {
-		fmt.Fprintln(w, "The runs are NOT consistent: the stability bar fails.")
+		fmt.Fprintf(w, "The runs are NOT consistent: the stability bar fails (%d intervals apart, %d pairs in opposite orders, %d INVALID cells).\n",
+			bad, len(c.Conflicts), len(c.Invalid))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -24,9 +25,10 @@ type Machine struct {
 // Revision identifies the code that was measured.
 type Revision struct {
 	Module string `json:"module"`
-	// VCS is the version control revision ("unknown" when neither the
-	// build information nor git in the working directory tells it);
-	// Modified reports uncommitted changes.
+	// VCS is the version control revision, or the module version of an
+	// installed release ("unknown" when neither the build information nor
+	// git in this module's own source directory tells it); Modified
+	// reports uncommitted changes.
 	VCS      string `json:"vcs_revision"`
 	Modified bool   `json:"vcs_modified"`
 }
@@ -64,15 +66,27 @@ func cpuModel() string {
 	return runtime.GOARCH
 }
 
-// ThisRevision identifies the running binary's code: the build's VCS
-// stamp, or else (go run and go test build without one when -buildvcs is
-// off) what git says about the working directory.
+// modulePath is the module whose code a run measures.
+const modulePath = "github.com/locus-go/locus"
+
+// ThisRevision identifies the running binary's code: the build's VCS stamp
+// (or, for an installed release, its module version) when this module was
+// the main one, or else (go run and go test build without a stamp when
+// -buildvcs is off) what git says about the directory this package was
+// compiled from, if it still holds this module's go.mod at the top of its
+// repository; else "unknown". It never asks git about the working
+// directory, which may be another repository.
 func ThisRevision() Revision {
-	rev := Revision{Module: "github.com/locus-go/locus", VCS: "unknown"}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Path != "" {
-			rev.Module = bi.Main.Path
-		}
+	bi, _ := debug.ReadBuildInfo()
+	_, file, _, _ := runtime.Caller(0)
+	return revisionOf(bi, moduleRoot(filepath.Dir(file)))
+}
+
+// revisionOf identifies the code from the build information, else from git
+// in root, the directory that holds this module's go.mod ("": none).
+func revisionOf(bi *debug.BuildInfo, root string) Revision {
+	rev := Revision{Module: modulePath, VCS: "unknown"}
+	if bi != nil && bi.Main.Path == modulePath {
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
@@ -81,15 +95,67 @@ func ThisRevision() Revision {
 				rev.Modified = s.Value == "true"
 			}
 		}
+		if v := bi.Main.Version; rev.VCS == "unknown" && v != "" && v != "(devel)" {
+			rev.VCS = v
+		}
 	}
-	if rev.VCS != "unknown" {
+	if rev.VCS != "unknown" || root == "" {
 		return rev
 	}
-	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
-		rev.VCS = strings.TrimSpace(string(out))
-		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
-			rev.Modified = len(strings.TrimSpace(string(st))) > 0
+	git := func(args ...string) (string, bool) {
+		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).Output()
+		return strings.TrimSpace(string(out)), err == nil
+	}
+	// The repository must be this module's own, not one it was copied into.
+	top, ok := git("rev-parse", "--show-toplevel")
+	if !ok || !sameDir(top, root) {
+		return rev
+	}
+	if head, ok := git("rev-parse", "HEAD"); ok && head != "" {
+		rev.VCS = head
+		if st, ok := git("status", "--porcelain", "--untracked-files=no"); ok {
+			rev.Modified = st != ""
 		}
 	}
 	return rev
+}
+
+// moduleRoot returns the directory at or above dir whose go.mod declares
+// modulePath, or "" when there is none (a binary built with -trimpath, or
+// whose sources are gone).
+func moduleRoot(dir string) string {
+	if !filepath.IsAbs(dir) {
+		return ""
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			if modulePathOf(b) == modulePath {
+				return dir
+			}
+			return ""
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return ""
+		}
+		dir = up
+	}
+}
+
+// modulePathOf returns the module path a go.mod declares.
+func modulePathOf(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		line, _, _ = strings.Cut(line, "//")
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
+			return strings.Trim(strings.TrimSpace(rest), `"`+"`")
+		}
+	}
+	return ""
+}
+
+// sameDir reports whether two paths name the same directory.
+func sameDir(a, b string) bool {
+	ia, errA := os.Stat(a)
+	ib, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(ia, ib)
 }

@@ -17,21 +17,31 @@ const (
 	SchemaVersion = 1
 )
 
-// MinRuns is the fewest measuring processes a run may use; DefaultRuns is
-// the default scoreboard's.
+// MinRuns is the fewest measuring processes a run may use, MaxRuns the
+// most (the interval narrows only as the square root of the processes,
+// while the run's time grows with them), DefaultRuns the default
+// scoreboard's.
 const (
 	MinRuns     = 3
+	MaxRuns     = 100
 	DefaultRuns = 14
 )
 
-// DefaultPace is the pace of the default scoreboard's paced pass.
-const DefaultPace = 30 * time.Microsecond
+// DefaultPace is the pace of the default scoreboard's paced pass; MaxPace
+// is the longest: the paced pass measures the owner's time outside the
+// pace, which a longer pace does not change, while every paced trace (tens
+// to hundreds of steps) grows with it.
+const (
+	DefaultPace = 30 * time.Microsecond
+	MaxPace     = 10 * time.Millisecond
+)
 
 // Options configures a scoreboard run.
 type Options struct {
-	// Runs is the number of measuring processes (at least MinRuns).
+	// Runs is the number of measuring processes (MinRuns to MaxRuns).
 	Runs int
-	// Unpaced runs the unpaced v1 suite; Pace > 0 adds a paced pass.
+	// Unpaced runs the unpaced v1 suite; Pace > 0 (at most MaxPace) adds a
+	// paced pass.
 	Unpaced bool
 	Pace    time.Duration
 	// Quick shrinks every group to a smoke test: its figures mean nothing.
@@ -48,11 +58,11 @@ type Options struct {
 // Check validates o before any work.
 func (o *Options) Check() error {
 	var errs []error
-	if o.Runs < MinRuns {
-		errs = append(errs, fmt.Errorf("%w: %d runs; at least %d processes are needed to see layout effects", ErrConfig, o.Runs, MinRuns))
+	if err := checkRuns(o.Runs); err != nil {
+		errs = append(errs, err)
 	}
-	if o.Pace < 0 {
-		errs = append(errs, fmt.Errorf("%w: negative pace %v", ErrConfig, o.Pace))
+	if o.Pace < 0 || o.Pace > MaxPace {
+		errs = append(errs, fmt.Errorf("%w: pace %v; want 0 (no paced pass) to %v", ErrConfig, o.Pace, MaxPace))
 	}
 	if !o.Unpaced && o.Pace == 0 {
 		errs = append(errs, fmt.Errorf("%w: neither the unpaced nor a paced pass selected", ErrConfig))
@@ -72,6 +82,14 @@ func (o *Options) Check() error {
 		seenW[w.Name] = true
 	}
 	return errors.Join(errs...)
+}
+
+// checkRuns checks a number of measuring processes.
+func checkRuns(runs int) error {
+	if runs < MinRuns || runs > MaxRuns {
+		return fmt.Errorf("%w: %d runs; want %d to %d processes (%d are needed to see layout effects)", ErrConfig, runs, MinRuns, MaxRuns, MinRuns)
+	}
+	return nil
 }
 
 // ErrConfig is matched by every configuration error.
@@ -280,12 +298,13 @@ type Cell struct {
 	Contender string      `json:"contender"`
 	Group     bench.Group `json:"group"`
 	// Floor marks the reference floor: shown as the limit, never ranked.
-	Floor bool `json:"floor,omitempty"`
+	Floor bool `json:"floor"`
 	// Checked marks contenders that reject stale, double and foreign frees.
 	Checked bool `json:"checked"`
 	GatesOK bool `json:"gates_ok"`
-	// GateErrors lists gate failures (one per failing process).
-	GateErrors []string `json:"gate_errors,omitempty"`
+	// GateErrors lists gate failures (one per failing process; empty when
+	// the gates held).
+	GateErrors []string `json:"gate_errors"`
 	// USPerTrace is the median over blocks of the mean owner time per
 	// timed trace, µs (paced: the pace spins excluded); USPerStep divides
 	// it by the trace's steps.
@@ -360,19 +379,23 @@ func buildWorkload(g GroupSpec, gd []GroupData) WorkloadBoard {
 		p := bench.NewPlan(w)
 		wb.BlocksPerTrace, wb.TheoreticalPeak, wb.Steps = p.BlocksPerTrace, p.TheoreticalPeak, p.Steps
 	}
+	// Every list is non-nil, so that the document has [] where a list is
+	// empty, never null.
 	wb.Raw.Blocks = make([][][]float64, len(gd))
+	wb.Seconds = []float64{}
 	for p, d := range gd {
 		wb.Seconds = append(wb.Seconds, d.Seconds)
 		wb.Raw.Blocks[p] = make([][]float64, len(g.Members))
 		for i := range g.Members {
+			wb.Raw.Blocks[p][i] = []float64{}
 			if i < len(d.Members) {
-				wb.Raw.Blocks[p][i] = d.Members[i].BlockUS
+				wb.Raw.Blocks[p][i] = append(wb.Raw.Blocks[p][i], d.Members[i].BlockUS...)
 			}
 		}
 	}
 	for i, name := range g.Members {
 		e, _ := bench.ContenderByName(name)
-		c := Cell{Contender: name, Group: e.Group, Floor: e.Floor, Checked: e.Checked, GatesOK: true}
+		c := Cell{Contender: name, Group: e.Group, Floor: e.Floor, Checked: e.Checked, GatesOK: true, GateErrors: []string{}}
 		var blocks []float64
 		var peaks []int
 		var live float64

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -183,9 +184,11 @@ func linearTicks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
-// figure renders rs into file, on a log axis (ratios) or a linear one
-// from 0, with room right of the data for the labels.
-func figure(file, title, xlabel string, rs *rows, logX bool) error {
+// figure renders rs as SVG into w, on a log axis (ratios) or a linear one
+// from 0, with room right of the data for the labels. An axis it cannot
+// draw (a value at or below 0 on the log axis, one not finite, a span past
+// the float range) is an error, never gonum's panic.
+func figure(w io.Writer, title, xlabel string, rs *rows, logX bool) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = vg.Points(12)
@@ -200,6 +203,9 @@ func figure(file, title, xlabel string, rs *rows, logX bool) error {
 	p.Y.Tick.Label.Font.Size = vg.Points(10)
 	rs.font = font.From(plotter.DefaultFont, vg.Points(9))
 	xmin, xmax, _, _ := rs.DataRange()
+	if !finite(xmin, xmax) || (logX && xmin <= 0) {
+		return fmt.Errorf("%w: %q: values from %g to %g cannot be drawn on a %s axis", ErrDocument, title, xmin, xmax, map[bool]string{true: "log", false: "linear"}[logX])
+	}
 	const width, labelShare = 9.5, 0.27 // inches; the share of the axis kept for labels
 	if logX {
 		p.X.Scale = plot.LogScale{}
@@ -211,6 +217,9 @@ func figure(file, title, xlabel string, rs *rows, logX bool) error {
 		p.X.Tick.Marker = plot.TickerFunc(linearTicks)
 		p.X.Min, p.X.Max = 0, xmax/(1-labelShare)
 	}
+	if !finite(p.X.Min, p.X.Max) || !(p.X.Min < p.X.Max) || (logX && !(p.X.Min > 0)) {
+		return fmt.Errorf("%w: %q: values from %g to %g span more than an axis can", ErrDocument, title, xmin, xmax)
+	}
 	grid := plotter.NewGrid()
 	grid.Horizontal.Color = color.Transparent
 	grid.Vertical.Color = color.Gray{Y: 0xe0}
@@ -220,35 +229,46 @@ func figure(file, title, xlabel string, rs *rows, logX bool) error {
 	// viewer that substituted another font would overlap the labels.
 	c := vgsvg.NewWith(vgsvg.UseWH(vg.Length(width)*vg.Inch, vg.Length(height)*vg.Inch), vgsvg.EmbedFonts(true))
 	p.Draw(draw.New(c))
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	_, err = c.WriteTo(f)
-	return errors.Join(err, f.Close())
+	_, err := c.WriteTo(w)
+	return err
 }
 
 // WriteFigures writes every figure of sb into dir and returns their paths.
+// sb must be valid (Validate; ReadDocument's documents are).
 func WriteFigures(dir string, sb *Scoreboard) ([]string, error) {
 	var files []string
+	err := renderFigures(sb, func(name string, render func(io.Writer) error) error {
+		file := filepath.Join(dir, name)
+		f, err := os.Create(file)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(render(f), f.Close()); err != nil {
+			return err
+		}
+		files = append(files, file)
+		return nil
+	})
+	return files, err
+}
+
+// renderFigures calls out with every figure of sb: its file name and the
+// function that renders it.
+func renderFigures(sb *Scoreboard, out func(name string, render func(io.Writer) error) error) error {
 	caption := fmt.Sprintf("%s; %s; %s", sb.Machine, plural(sb.Config.Runs, "process"), revString(sb.Revision))
 	for _, p := range sb.Passes {
 		for i := range p.Workloads {
 			wb := &p.Workloads[i]
-			name := p.Name + "-" + wb.Workload
-			f := filepath.Join(dir, "time-"+name+".svg")
-			if err := timeFigure(f, p, wb, caption); err != nil {
-				return files, err
+			name := p.Name + "-" + wb.Workload + ".svg"
+			if err := out("time-"+name, func(w io.Writer) error { return timeFigure(w, p, wb, caption) }); err != nil {
+				return err
 			}
-			files = append(files, f)
-			f = filepath.Join(dir, "quality-"+name+".svg")
-			if err := qualityFigure(f, p, wb, caption); err != nil {
-				return files, err
+			if err := out("quality-"+name, func(w io.Writer) error { return qualityFigure(w, p, wb, caption) }); err != nil {
+				return err
 			}
-			files = append(files, f)
 		}
 	}
-	return files, nil
+	return nil
 }
 
 func fillOf(c Cell) color.Color {
@@ -261,7 +281,7 @@ func fillOf(c Cell) color.Color {
 	return colGo
 }
 
-func timeFigure(file string, p Pass, wb *WorkloadBoard, caption string) error {
+func timeFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string) error {
 	paced := p.Name == "paced"
 	val := func(c Cell) float64 {
 		if paced {
@@ -275,7 +295,8 @@ func timeFigure(file string, p Pass, wb *WorkloadBoard, caption string) error {
 	}
 	rs := &rows{}
 	for _, c := range byRatio(wb.Cells) {
-		if c.Floor && c.GatesOK {
+		hasRatio := c.GatesOK && c.Ratio.Lo > 0 // valid, and its baseline valid too
+		if c.Floor && hasRatio {
 			what := "floor"
 			if paced {
 				what = "no workers"
@@ -288,6 +309,8 @@ func timeFigure(file string, p Pass, wb *WorkloadBoard, caption string) error {
 		switch {
 		case !c.GatesOK:
 			it.to, it.hi, it.label = math.NaN(), 0, "INVALID (a gate failed)"
+		case !hasRatio:
+			it.to, it.hi, it.label = math.NaN(), 0, fmt.Sprintf("no ratio (%s failed its gates), %s %s", bench.Baseline, fmtUS(val(c)), unit)
 		case c.Contender == bench.Baseline:
 			it.to, it.hi, it.mark = 1, 0, 1
 			it.label = fmt.Sprintf("1 (baseline), %s %s", fmtUS(val(c)), unit)
@@ -306,10 +329,10 @@ func timeFigure(file string, p Pass, wb *WorkloadBoard, caption string) error {
 	}
 	title := fmt.Sprintf("%s, %s: %s, × %s (99 %% interval; left is faster)", wb.Workload, p.Name, what, bench.Baseline)
 	xlabel := "time / " + bench.Baseline + "'s time (log scale); blue: locus, dark blue: " + bench.Baseline + ", orange: Go peers\n" + caption
-	return figure(file, title, xlabel, rs, true)
+	return figure(w, title, xlabel, rs, true)
 }
 
-func qualityFigure(file string, p Pass, wb *WorkloadBoard, caption string) error {
+func qualityFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string) error {
 	cells := slices.Clone(wb.Cells)
 	slices.SortStableFunc(cells, func(a, b Cell) int {
 		if a.Quality.Median != b.Quality.Median {
@@ -336,5 +359,5 @@ func qualityFigure(file string, p Pass, wb *WorkloadBoard, caption string) error
 	title := fmt.Sprintf("%s, %s: peak of outstanding blocks / theoretical peak %d (bar: median, tick: worst)",
 		wb.Workload, p.Name, wb.TheoreticalPeak)
 	xlabel := "peak / theoretical peak; blue: locus, dark blue: " + bench.Baseline + ", orange: Go peers\n" + caption
-	return figure(file, title, xlabel, rs, false)
+	return figure(w, title, xlabel, rs, false)
 }

@@ -23,16 +23,17 @@ const (
 type Target struct {
 	Name string `json:"name"`
 	// Pass and Workload locate the cells ("" for targets over all).
-	Pass     string `json:"pass,omitempty"`
-	Workload string `json:"workload,omitempty"`
+	Pass     string `json:"pass"`
+	Workload string `json:"workload"`
 	// Want is the bound: the measure must be <= Bound.
 	Want Bound `json:"want"`
 	// Got is the measure with its interval (a count has Lo = Hi = Point).
 	Got    Interval `json:"got"`
 	Status string   `json:"status"`
 	Met    bool     `json:"met"`
-	// Detail names what Got is about, e.g. the worst cell.
-	Detail string `json:"detail,omitempty"`
+	// Detail names what Got is about, e.g. the worst cell ("" when
+	// nothing needs saying).
+	Detail string `json:"detail"`
 }
 
 // Bound is a target's bound on a measure.
@@ -60,7 +61,7 @@ func judge(iv Interval, bound float64) string {
 // most mutex-freelist's, and no heap bytes per trace for any locus
 // contender.
 func targets(sb *Scoreboard) []Target {
-	var ts []Target
+	ts := []Target{}
 	ratio := func(pass, other string, bound float64, only string) {
 		for _, p := range sb.Passes {
 			if p.Name != pass {
