@@ -16,7 +16,9 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 
 Checks two scoreboard runs recorded with -json against the stability bar: for every (pass, workload,
 contender) the intervals of the ratio to locus-mailbox overlap, and every pair of contenders that both
-runs separate is ordered the same way. Exit status 1 when the bar fails.
+runs separate is ordered the same way; a cell that failed its proof gates in either run fails the bar.
+Exit status 1 when the bar fails, 2 when a file is not a valid scoreboard document or the runs are not
+comparable (another -quick, -touch, -pace or set of passes, workloads or contenders).
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -39,8 +41,8 @@ runs separate is ordered the same way. Exit status 1 when the bar fails.
 		return err
 	}
 	eval.WriteComparison(stdout, c)
-	if !c.OK {
-		return fmt.Errorf("%w: the runs disagree", errFailed)
+	if err := c.Err(); err != nil {
+		return fmt.Errorf("%w: %w", errFailed, err)
 	}
 	return nil
 }

@@ -44,6 +44,39 @@ type CellCheck struct {
 // measure the same thing.
 var ErrIncomparable = errors.New("runs not comparable")
 
+// ErrUnstable is matched by Comparison.Err when the stability bar fails:
+// an interval of one run misses the other's, or a pair is ordered the
+// opposite way. ErrInvalidCells is matched when a cell of either run failed
+// its gates, so that the runs cannot vouch for each other.
+var (
+	ErrUnstable     = errors.New("the runs are not consistent")
+	ErrInvalidCells = errors.New("cells failed their proof gates")
+)
+
+// Err returns nil when the stability bar holds, else an error saying why,
+// matching ErrUnstable, ErrInvalidCells or both, and ErrIncomparable when
+// no ratio was compared at all.
+func (c Comparison) Err() error {
+	apart := 0
+	for _, cc := range c.Cells {
+		if !cc.Overlap {
+			apart++
+		}
+	}
+	var errs []error
+	if apart > 0 || len(c.Conflicts) > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d of %d ratio intervals apart, %d pairs in opposite orders",
+			ErrUnstable, apart, len(c.Cells), len(c.Conflicts)))
+	}
+	if len(c.Invalid) > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d INVALID cells", ErrInvalidCells, len(c.Invalid)))
+	}
+	if len(c.Cells) == 0 {
+		errs = append(errs, fmt.Errorf("%w: no ratio measured validly by both runs", ErrIncomparable))
+	}
+	return errors.Join(errs...)
+}
+
 // Compare checks b against a. Both must be valid (Validate) and comparable:
 // measured with the same -quick, touch, passes and pace, over the same
 // workloads in each pass and the same contenders on each workload (in any
@@ -66,7 +99,7 @@ func Compare(a, b *Scoreboard) (Comparison, error) {
 	if err := comparable(a, b); err != nil {
 		return Comparison{}, err
 	}
-	c := Comparison{OK: true, Cells: []CellCheck{}, Conflicts: []string{}, Invalid: []string{}}
+	c := Comparison{Cells: []CellCheck{}, Conflicts: []string{}, Invalid: []string{}}
 	for _, pa := range a.Passes {
 		pb := findPass(b, pa.Name)
 		for i := range pa.Workloads {
@@ -80,7 +113,6 @@ func Compare(a, b *Scoreboard) (Comparison, error) {
 					if !cell.GatesOK {
 						c.Invalid = append(c.Invalid, fmt.Sprintf("%s: %s %s %s: %s", x.run, pa.Name, wa.Workload, cell.Contender,
 							strings.Join(cell.GateErrors, "; ")))
-						c.OK = false
 					}
 				}
 			}
@@ -96,7 +128,6 @@ func Compare(a, b *Scoreboard) (Comparison, error) {
 				}
 				cc := CellCheck{Pass: pa.Name, Workload: wa.Workload, Contender: ca.Contender,
 					A: ca.Ratio, B: cb.Ratio, Overlap: ca.Ratio.Overlaps(cb.Ratio)}
-				c.OK = c.OK && cc.Overlap
 				c.Cells = append(c.Cells, cc)
 			}
 			for x := range both {
@@ -111,7 +142,6 @@ func Compare(a, b *Scoreboard) (Comparison, error) {
 					case sa != 0 && sb != 0 && sa != sb:
 						c.Conflicts = append(c.Conflicts, fmt.Sprintf("%s %s: %s / %s is %s×%s in one run, %s×%s in the other",
 							pa.Name, wa.Workload, both[x], both[y], fmtX(ra.Point), fmtIv(ra), fmtX(rb.Point), fmtIv(rb)))
-						c.OK = false
 					case sa != 0 && sb != 0:
 						c.Separated++
 					case sa != 0 || sb != 0:
@@ -121,6 +151,7 @@ func Compare(a, b *Scoreboard) (Comparison, error) {
 			}
 		}
 	}
+	c.OK = c.Err() == nil
 	return c, nil
 }
 
@@ -258,10 +289,9 @@ func WriteComparison(w io.Writer, c Comparison) {
 		fmt.Fprintln(w, ".")
 	}
 	fmt.Fprintf(w, "Pairs separated by one run only (a tie in the other): %d.\n", c.OneSided)
-	if c.OK {
+	if err := c.Err(); err == nil {
 		fmt.Fprintln(w, "The runs are consistent: the stability bar holds.")
 	} else {
-		fmt.Fprintf(w, "The runs are NOT consistent: the stability bar fails (%d intervals apart, %d pairs in opposite orders, %d INVALID cells).\n",
-			bad, len(c.Conflicts), len(c.Invalid))
+		fmt.Fprintf(w, "The runs are NOT consistent: the stability bar fails (%s).\n", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 }

@@ -132,12 +132,23 @@ func (r *rows) DataRange() (xmin, xmax, ymin, ymax float64) {
 	return xmin, xmax, -0.6, float64(len(r.items)) + 0.4
 }
 
+// maxDecades is the most decades niceTicks marks in 1-2-5 steps; a wider
+// axis (a hostile document) gets a tick every few powers of ten instead.
+const maxDecades = 12
+
 // niceTicks labels 1-2-5 steps on a log axis (every step when that would
 // leave fewer than four labels), with minor ticks between.
 func niceTicks(lo, hi float64) []plot.Tick {
 	var ts []plot.Tick
 	labelled := 0
-	for e := math.Floor(math.Log10(lo)) - 1; e <= math.Ceil(math.Log10(hi)); e++ {
+	first, last := math.Floor(math.Log10(lo))-1, math.Ceil(math.Log10(hi))
+	if last-first > maxDecades {
+		for e := first; e <= last; e += math.Ceil((last - first) / maxDecades) {
+			ts = append(ts, plot.Tick{Value: math.Pow(10, e), Label: trimFloat(math.Pow(10, e))})
+		}
+		return ts
+	}
+	for e := first; e <= last; e++ {
 		for m := 1.0; m < 10; m++ {
 			v := m * math.Pow(10, e)
 			if v < lo*0.999 || v > hi*1.001 {
@@ -167,11 +178,15 @@ func trimFloat(v float64) string {
 	return s
 }
 
-// linearTicks labels a linear axis from 0 in steps of 0.25 or 0.5.
+// linearTicks labels a linear axis from 0 in steps of 0.25 or 0.5, or of
+// 1, 2 or 5 times a power of ten when that would make more than ten.
 func linearTicks(lo, hi float64) []plot.Tick {
 	step := 0.25
 	if hi > 2.5 {
 		step = 0.5
+	}
+	for k := 0; hi/step > 10; k++ {
+		step = []float64{1, 2, 5}[k%3] * math.Pow(10, float64(k/3))
 	}
 	var ts []plot.Tick
 	for v := 0.0; v <= hi+1e-9; v += step / 2 {
