@@ -71,15 +71,29 @@ const modulePath = "github.com/locus-go/locus"
 
 // ThisRevision identifies the running binary's code: the build's VCS stamp
 // (or, for an installed release, its module version) when this module was
-// the main one, or else (go run and go test build without a stamp when
-// -buildvcs is off) what git says about the directory this package was
-// compiled from, if it still holds this module's go.mod at the top of its
-// repository; else "unknown". It never asks git about the working
-// directory, which may be another repository.
+// the main one, its module version when it was a dependency, or else (go run and go test build without a stamp when
+// -buildvcs is off) what git says about the directory this module was
+// compiled from, if that directory is the top of its repository; else
+// "unknown". It never asks git about the working directory, which may be
+// another repository.
 func ThisRevision() Revision {
 	bi, _ := debug.ReadBuildInfo()
-	_, file, _, _ := runtime.Caller(0)
-	return revisionOf(bi, moduleRoot(filepath.Dir(file)))
+	return revisionOf(bi, sourceRoot())
+}
+
+// sourceRoot returns the directory this module was compiled from, two
+// levels above this file, or "" when the build does not tell it (built
+// with -trimpath) or it no longer holds a go.mod.
+func sourceRoot() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return ""
+	}
+	root := filepath.Dir(filepath.Dir(filepath.Dir(file)))
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return ""
+	}
+	return root
 }
 
 // revisionOf identifies the code from the build information, else from git
@@ -98,6 +112,18 @@ func revisionOf(bi *debug.BuildInfo, root string) Revision {
 		if v := bi.Main.Version; rev.VCS == "unknown" && v != "" && v != "(devel)" {
 			rev.VCS = v
 		}
+	} else if bi != nil {
+		// A dependency of another main module: its stamp is that module's.
+		for _, d := range bi.Deps {
+			if d.Path == modulePath {
+				if d.Replace != nil {
+					d = d.Replace
+				}
+				if d.Version != "" && d.Version != "(devel)" {
+					rev.VCS = d.Version
+				}
+			}
+		}
 	}
 	if rev.VCS != "unknown" || root == "" {
 		return rev
@@ -106,7 +132,8 @@ func revisionOf(bi *debug.BuildInfo, root string) Revision {
 		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).Output()
 		return strings.TrimSpace(string(out)), err == nil
 	}
-	// The repository must be this module's own, not one it was copied into.
+	// The repository must be this module's own, not one it was copied into
+	// (a module cache inside a home directory under git, a vendored copy).
 	top, ok := git("rev-parse", "--show-toplevel")
 	if !ok || !sameDir(top, root) {
 		return rev
@@ -118,39 +145,6 @@ func revisionOf(bi *debug.BuildInfo, root string) Revision {
 		}
 	}
 	return rev
-}
-
-// moduleRoot returns the directory at or above dir whose go.mod declares
-// modulePath, or "" when there is none (a binary built with -trimpath, or
-// whose sources are gone).
-func moduleRoot(dir string) string {
-	if !filepath.IsAbs(dir) {
-		return ""
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
-			if modulePathOf(b) == modulePath {
-				return dir
-			}
-			return ""
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return ""
-		}
-		dir = up
-	}
-}
-
-// modulePathOf returns the module path a go.mod declares.
-func modulePathOf(gomod []byte) string {
-	for _, line := range strings.Split(string(gomod), "\n") {
-		line, _, _ = strings.Cut(line, "//")
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
-			return strings.Trim(strings.TrimSpace(rest), `"`+"`")
-		}
-	}
-	return ""
 }
 
 // sameDir reports whether two paths name the same directory.
