@@ -77,6 +77,9 @@ func TestScoreboardQuick(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not JSON: %v", err)
 	}
+	if _, _, err := eval.ParseDocument([]byte(out)); err != nil {
+		t.Fatalf("the document does not validate: %v", err)
+	}
 	if doc.Schema != eval.Schema || doc.SchemaVersion != eval.SchemaVersion || doc.Config.Runs != 3 || !doc.Config.Quick ||
 		doc.Machine.CPUModel == "" || doc.Machine.GOMAXPROCS < 1 || doc.Machine.GoVersion == "" || doc.Revision.VCS == "" {
 		t.Errorf("header: %+v", doc)
@@ -151,6 +154,9 @@ func TestThreadQuick(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not JSON: %v", err)
 	}
+	if _, _, err := eval.ParseDocument([]byte(out)); err != nil {
+		t.Fatalf("the document does not validate: %v", err)
+	}
 	if doc.Schema != eval.ThreadSchema || len(doc.Ledger) == 0 || !doc.GatesOK {
 		t.Fatalf("thread document: %+v", doc)
 	}
@@ -174,15 +180,24 @@ func TestBadFlags(t *testing.T) {
 		{"-pace", "soon"},
 		{"-passes", "sideways"},
 		{"-passes", "paced", "-pace", "off"},
+		{"-runs", "101"},
+		{"-pace", "11ms"},
+		{"-passes", "paced", "-pace", "1h"},
 		{"-contenders", "sync-pool,sync-pool"},
+		{"-contenders", ","},
+		{"-contenders", "sync-pool,"},
 		{"-contenders", "nope"},
+		{"-workloads", ","},
 		{"-workloads", "nope"},
 		{"-workloads", "long-tail,long-tail"},
 		{"-touch", "sideways"},
 		{"-svg", filepath.Join(file, "dir")},
 		{"stray"},
 		{"thread", "-exp", "9999"},
+		{"thread", "-exp", "0352,0352"},
+		{"thread", "-exp", ","},
 		{"thread", "-runs", "1"},
+		{"thread", "-runs", "1000"},
 		{"report"},
 		{"report", file},
 		{"compare", file},
@@ -190,6 +205,113 @@ func TestBadFlags(t *testing.T) {
 		status, _, errOut := runCmd(t, args...)
 		if status != 2 {
 			t.Errorf("%v: status %d, want 2 (%s)", args, status, errOut)
+		}
+	}
+}
+
+// A bad flag, a bad document or a figure that cannot be drawn leaves no
+// -svg directory behind.
+func TestSVGDirNotCreatedOnError(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"schema":"locus-eval/scoreboard","schema_version":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-runs", "2", "-svg", "NEW/figs"},
+		{"-contenders", ",", "-svg", "NEW/figs"},
+		{"report", "-svg", "NEW/figs", bad},
+		{"report", "-svg", "NEW/figs", filepath.Join(dir, "missing.json")},
+	} {
+		for i, a := range args {
+			args[i] = strings.ReplaceAll(a, "NEW", filepath.Join(dir, "new"))
+		}
+		status, _, errOut := runCmd(t, args...)
+		if status != 2 {
+			t.Errorf("%v: status %d, want 2 (%s)", args, status, errOut)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "new")); !os.IsNotExist(err) {
+			t.Fatalf("%v: created the -svg directory (%v)", args, err)
+		}
+	}
+	// A directory that cannot be written is refused, and what it made removed.
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writableDir(filepath.Join(file, "sub")); err == nil {
+		t.Error("a directory under a file accepted")
+	}
+	if err := writableDir(filepath.Join(dir, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "a", "b")); len(entries) != 0 {
+		t.Errorf("writableDir left %v", entries)
+	}
+}
+
+// compare's exit status says what went wrong: 1 when the bar fails
+// (intervals apart, or a cell that failed its gates), 2 when a document is
+// invalid or the runs are not comparable.
+func TestCompareStatus(t *testing.T) {
+	dir := t.TempDir()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "internal", "eval", "testdata", "scoreboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, edit func(map[string]any)) string {
+		var m map[string]any
+		if err := json.Unmarshal(doc, &m); err != nil {
+			t.Fatal(err)
+		}
+		edit(m)
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cell := func(m map[string]any, pass int, name string) map[string]any {
+		w := m["passes"].([]any)[pass].(map[string]any)["workloads"].([]any)[0].(map[string]any)
+		for _, c := range w["cells"].([]any) {
+			if c := c.(map[string]any); c["contender"] == name {
+				return c
+			}
+		}
+		t.Fatalf("no cell %s", name)
+		return nil
+	}
+	a := write("a.json", func(map[string]any) {})
+	far := write("far.json", func(m map[string]any) {
+		c := cell(m, 0, "sync-pool")
+		c["ratio"], c["verdict"], c["rank"] = map[string]any{"point": 1000, "lo": 900, "hi": 1100}, "slower", 3
+	})
+	failed := write("failed.json", func(m map[string]any) {
+		c := cell(m, 0, "sync-pool")
+		c["gates_ok"], c["gate_errors"], c["verdict"], c["rank"] = false, []any{"process 2: freed twice"}, "n/a", 0
+		c["ratio"] = map[string]any{"point": 0, "lo": 0, "hi": 0}
+		m["gates_ok"] = false
+	})
+	quick := write("quick.json", func(m map[string]any) { m["config"].(map[string]any)["quick"] = false })
+	for _, tc := range []struct {
+		a, b   string
+		status int
+		say    string
+	}{
+		{a, a, 0, "consistent"},
+		{a, far, 1, "the runs are not consistent"},
+		{a, failed, 1, "cells failed their proof gates"},
+		{a, quick, 2, "runs not comparable"},
+		{a, filepath.Join(dir, "missing.json"), 2, "missing.json"},
+	} {
+		status, out, errOut := runCmd(t, "compare", tc.a, tc.b)
+		if status != tc.status || !strings.Contains(out+errOut, tc.say) {
+			t.Errorf("compare %s %s: status %d, want %d saying %q:\n%s%s", filepath.Base(tc.a), filepath.Base(tc.b),
+				status, tc.status, tc.say, out, errOut)
 		}
 	}
 }

@@ -30,11 +30,6 @@ own, and the design-thread ledger when a thread document is given. Measures noth
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *svgDir != "" {
-		if err := writableDir(*svgDir); err != nil {
-			return fmt.Errorf("-svg: %w", err)
-		}
-	}
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return fmt.Errorf("%w: report needs at least one scoreboard document", eval.ErrConfig)
@@ -55,9 +50,11 @@ own, and the design-thread ledger when a thread document is given. Measures noth
 			th = t
 		}
 	}
+	// The figures are written, and -svg's directory created, only now that
+	// every document is valid.
 	if len(sbs) > 0 && *svgDir != "" {
 		if _, err := eval.WriteFigures(*svgDir, sbs[0]); err != nil {
-			return err
+			return fmt.Errorf("-svg: %w", err)
 		}
 	}
 	if *text {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -51,8 +52,8 @@ func (p *paceFlag) Set(s string) error {
 	if err != nil {
 		return err
 	}
-	if d <= 0 {
-		return fmt.Errorf("pace must be positive (or off), got %v", d)
+	if d <= 0 || d > eval.MaxPace {
+		return fmt.Errorf("want a positive duration up to %v (or off), got %v", eval.MaxPace, d)
 	}
 	p.d = d
 	return nil
@@ -65,9 +66,9 @@ func runScoreboard(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
 	}
-	runs := fs.Int("runs", eval.DefaultRuns, fmt.Sprintf("measuring processes (at least %d)", eval.MinRuns))
+	runs := fs.Int("runs", eval.DefaultRuns, fmt.Sprintf("measuring processes (%d to %d)", eval.MinRuns, eval.MaxRuns))
 	pace := &paceFlag{eval.DefaultPace}
-	fs.Var(pace, "pace", "simulated compute after every step of the paced pass: a positive duration, or off")
+	fs.Var(pace, "pace", fmt.Sprintf("simulated compute after every step of the paced pass: a duration up to %v, or off", eval.MaxPace))
 	passes := fs.String("passes", "both", "passes to run: both, unpaced or paced")
 	workloads := fs.String("workloads", "", "comma-separated workloads (default all)")
 	contenders := fs.String("contenders", "", "comma-separated contenders (default all; locus-mailbox is always included)")
@@ -115,13 +116,15 @@ func runScoreboard(args []string, stdout, stderr io.Writer) error {
 	if err := o.Check(); err != nil {
 		errs = append(errs, err)
 	}
-	if *svgDir != "" {
-		if err := writableDir(*svgDir); err != nil {
-			errs = append(errs, fmt.Errorf("-svg: %w", err))
-		}
-	}
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	// Only now, with every other flag valid, may -svg create its directory;
+	// before the run, which may be long.
+	if *svgDir != "" {
+		if err := writableDir(*svgDir); err != nil {
+			return fmt.Errorf("-svg: %w", err)
+		}
 	}
 	var finish func(seconds float64)
 	o.Progress, finish = progressTo(stderr, *quiet)
@@ -182,8 +185,23 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// writableDir creates dir if needed and checks a file can be written in it.
-func writableDir(dir string) error {
+// writableDir creates dir if needed and checks a file can be written in
+// it; when it cannot, the directories it created are removed again.
+func writableDir(dir string) (err error) {
+	var created []string // the directories it creates, deepest first
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	defer func() {
+		if err != nil {
+			for _, d := range created {
+				os.Remove(d) // only if empty: whatever else is there stays
+			}
+		}
+	}()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -195,22 +213,28 @@ func writableDir(dir string) error {
 	return errors.Join(f.Close(), os.Remove(name))
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, n := range strings.Split(s, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func workloadList(s string) ([]*bench.Workload, error) {
+// splitList splits the comma-separated names of a flag ("": none); an
+// empty name is an error.
+func splitList(flag, s string) ([]string, error) {
 	if s == "" {
 		return nil, nil
 	}
+	out := strings.Split(s, ",")
+	for i, n := range out {
+		if out[i] = strings.TrimSpace(n); out[i] == "" {
+			return nil, fmt.Errorf("%s %q: an empty name", flag, s)
+		}
+	}
+	return out, nil
+}
+
+func workloadList(s string) ([]*bench.Workload, error) {
+	names, err := splitList("-workloads", s)
+	if err != nil || names == nil {
+		return nil, err
+	}
 	var ws []*bench.Workload
-	for _, n := range splitList(s) {
+	for _, n := range names {
 		w, err := bench.WorkloadByName(n)
 		if err != nil {
 			return nil, err
@@ -223,12 +247,13 @@ func workloadList(s string) ([]*bench.Workload, error) {
 // contenderList parses -contenders; the baseline is added first when absent
 // (every ratio is taken against it).
 func contenderList(s string) ([]bench.Entry, error) {
-	if s == "" {
-		return nil, nil
+	names, err := splitList("-contenders", s)
+	if err != nil || names == nil {
+		return nil, err
 	}
 	var es []bench.Entry
 	hasBase := false
-	for _, n := range splitList(s) {
+	for _, n := range names {
 		e, err := bench.ContenderByName(n)
 		if err != nil {
 			return nil, err

@@ -26,7 +26,7 @@ Flags:
 		fs.PrintDefaults()
 	}
 	exps := fs.String("exp", "", "comma-separated experiments (default all: "+strings.Join(eval.ExperimentIDs(), ",")+")")
-	runs := fs.Int("runs", eval.DefaultRuns, fmt.Sprintf("measuring processes (at least %d)", eval.MinRuns))
+	runs := fs.Int("runs", eval.DefaultRuns, fmt.Sprintf("measuring processes (%d to %d)", eval.MinRuns, eval.MaxRuns))
 	touch := fs.String("touch", "byte", "touch of the trace configurations: byte, full or none")
 	asJSON := fs.Bool("json", false, "print the JSON document instead of the ledger")
 	quick := fs.Bool("quick", false, "tiny blocks and rounds: a smoke test whose figures mean nothing")
@@ -37,18 +37,18 @@ Flags:
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	o := eval.ThreadOptions{Runs: *runs, Quick: *quick, IDs: splitList(*exps)}
+	o := eval.ThreadOptions{Runs: *runs, Quick: *quick}
+	var errs []error
 	var err error
+	if o.IDs, err = splitList("-exp", *exps); err != nil {
+		errs = append(errs, err)
+	}
 	if o.Touch, err = bench.ParseTouchMode(*touch); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, o.Check())
+	if err := errors.Join(errs...); err != nil {
 		return err
-	}
-	if o.Runs < eval.MinRuns {
-		return fmt.Errorf("%w: -runs %d; at least %d processes", eval.ErrConfig, o.Runs, eval.MinRuns)
-	}
-	for _, id := range o.IDs {
-		if !contains(eval.ExperimentIDs(), id) {
-			return fmt.Errorf("%w: unknown experiment %q (have %s)", eval.ErrConfig, id, strings.Join(eval.ExperimentIDs(), ", "))
-		}
 	}
 	var finish func(seconds float64)
 	o.Progress, finish = progressTo(stderr, *quiet)
@@ -69,13 +69,4 @@ Flags:
 		return fmt.Errorf("%w: %w", errFailed, errors.New("some configurations failed their proof gates (INVALID)"))
 	}
 	return nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

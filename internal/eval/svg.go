@@ -1,8 +1,8 @@
 package eval
 
 import (
+	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"image/color"
 	"io"
@@ -248,23 +248,36 @@ func figure(w io.Writer, title, xlabel string, rs *rows, logX bool) error {
 	return err
 }
 
-// WriteFigures writes every figure of sb into dir and returns their paths.
-// sb must be valid (Validate; ReadDocument's documents are).
+// WriteFigures writes every figure of sb into dir, creating it, and returns
+// their paths. sb must be valid (Validate; ReadDocument's documents are).
+// Every figure is rendered before dir is touched: a figure that cannot be
+// drawn leaves no directory and no file behind.
 func WriteFigures(dir string, sb *Scoreboard) ([]string, error) {
-	var files []string
+	var names []string
+	var svgs [][]byte
 	err := renderFigures(sb, func(name string, render func(io.Writer) error) error {
-		file := filepath.Join(dir, name)
-		f, err := os.Create(file)
-		if err != nil {
+		var buf bytes.Buffer
+		if err := render(&buf); err != nil {
 			return err
 		}
-		if err := errors.Join(render(f), f.Close()); err != nil {
-			return err
-		}
-		files = append(files, file)
+		names, svgs = append(names, name), append(svgs, buf.Bytes())
 		return nil
 	})
-	return files, err
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var files []string
+	for i, name := range names {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, svgs[i], 0o644); err != nil {
+			return files, err
+		}
+		files = append(files, file)
+	}
+	return files, nil
 }
 
 // renderFigures calls out with every figure of sb: its file name and the

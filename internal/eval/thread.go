@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -333,12 +334,30 @@ func ExperimentIDs() []string {
 type ThreadOptions struct {
 	// IDs selects experiments (nil: all).
 	IDs []string
-	// Runs is the number of measuring processes (at least MinRuns).
+	// Runs is the number of measuring processes (MinRuns to MaxRuns).
 	Runs  int
 	Quick bool
 	// Touch is the touch of the trace configurations.
 	Touch    bench.TouchMode
 	Progress func(Progress)
+}
+
+// Check validates o before any work: MinRuns to MaxRuns processes, and
+// known experiments, each named once.
+func (o *ThreadOptions) Check() error {
+	var errs []error
+	if err := checkRuns(o.Runs); err != nil {
+		errs = append(errs, err)
+	}
+	for i, id := range o.IDs {
+		switch {
+		case !slices.ContainsFunc(experiments, func(e experiment) bool { return e.id == id }):
+			errs = append(errs, fmt.Errorf("%w: unknown experiment %q (have %s)", ErrConfig, id, strings.Join(ExperimentIDs(), ", ")))
+		case slices.Index(o.IDs, id) < i:
+			errs = append(errs, fmt.Errorf("%w: experiment %s named twice", ErrConfig, id))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Thread is the design-thread replay's JSON document.
@@ -383,18 +402,12 @@ var threadShapes = map[string]blockShape{
 // RunThread replays the selected experiments; configurations that several
 // experiments share are measured once.
 func RunThread(o ThreadOptions) (*Thread, error) {
-	if o.Runs < MinRuns {
-		return nil, fmt.Errorf("%w: %d runs; at least %d processes", ErrConfig, o.Runs, MinRuns)
+	if err := o.Check(); err != nil {
+		return nil, err
 	}
 	var exps []experiment
 	for _, id := range o.IDs {
-		i := slices.IndexFunc(experiments, func(e experiment) bool { return e.id == id })
-		if i < 0 {
-			return nil, fmt.Errorf("%w: unknown experiment %q (have %s)", ErrConfig, id, strings.Join(ExperimentIDs(), ", "))
-		}
-		if !slices.ContainsFunc(exps, func(e experiment) bool { return e.id == id }) {
-			exps = append(exps, experiments[i])
-		}
+		exps = append(exps, experiments[slices.IndexFunc(experiments, func(e experiment) bool { return e.id == id })])
 	}
 	if len(exps) == 0 {
 		exps = experiments
