@@ -7,8 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // realDocuments are documents written by locus-eval itself: a -quick
@@ -201,4 +204,62 @@ func FuzzParseDocument(f *testing.F) {
 		}
 		checkValidDocument(t, sb, th)
 	})
+}
+
+// The schema in BENCHMARKS.md names every field the documents can hold,
+// and no field is left out of a document when empty (no omitempty): what
+// the schema promises is what -json writes.
+func TestSchemaDocumented(t *testing.T) {
+	inBraces := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\{([^}]*)\}`).FindAllStringSubmatch(schemaMD, -1) {
+		for _, name := range strings.Split(m[1], ", ") {
+			inBraces[name] = true
+		}
+	}
+	documented := func(name string) bool {
+		return strings.Contains(schemaMD, "`"+name+"`") || strings.Contains(schemaMD, "`"+name+"[") || inBraces[name]
+	}
+	seen := map[reflect.Type]bool{}
+	var walk func(where string, typ reflect.Type)
+	walk = func(where string, typ reflect.Type) {
+		for typ.Kind() == reflect.Slice || typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || typ == reflect.TypeFor[time.Time]() || seen[typ] {
+			return
+		}
+		seen[typ] = true
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			tag := f.Tag.Get("json")
+			name, opts, _ := strings.Cut(tag, ",")
+			if name == "" || name == "-" {
+				t.Errorf("%s.%s: no JSON name (%q)", where, f.Name, tag)
+				continue
+			}
+			if strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero") {
+				t.Errorf("%s.%s: %q leaves the field out when empty", where, name, tag)
+			}
+			if !documented(name) {
+				t.Errorf("%s.%s: not in the schema", where, name)
+			}
+			walk(where+"."+name, f.Type)
+		}
+	}
+	walk("scoreboard", reflect.TypeFor[Scoreboard]())
+	walk("thread", reflect.TypeFor[Thread]())
+
+	// And the real documents hold every field, none null.
+	for _, path := range realDocuments {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("null")) {
+			t.Errorf("%s: holds a null", path)
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/locus-go/locus/bench"
 )
 
 // WriteMarkdown writes BENCHMARKS.md: the first scoreboard in full, every
@@ -39,6 +41,7 @@ func WriteMarkdown(w io.Writer, sbs []*Scoreboard, t *Thread, command string) er
 		writeThreadMD(w, t)
 	}
 	fmt.Fprint(w, methodMD)
+	fmt.Fprint(w, schemaMD)
 	return nil
 }
 
@@ -179,28 +182,39 @@ Record the scoreboard there (for example at several GOMAXPROCS settings:
 ` + "`GOMAXPROCS=8 go run ./cmd/locus-eval -json > run-8.json`" + `) and pass the files after this machine's
 run: ` + "`go run ./cmd/locus-eval report run.json run-8.json thread.json > BENCHMARKS.md`" + `. Each further
 scoreboard becomes a section of its own, headed by its machine; nothing else depends on it.
+`
 
-## The JSON document (schema ` + "`" + Schema + "`" + `, version 1)
+// schemaMD documents the JSON documents; ~ stands for a backquote, which a
+// raw string cannot hold. It must name every field the documents hold
+// (TestSchemaDocumented checks it against the types).
+var schemaMD = strings.NewReplacer("~", "`").Replace(`
+## The JSON document (schema ~` + Schema + `~, version ` + itoa(SchemaVersion) + `)
 
-` + "`locus-eval -json`" + ` writes one object:
+~locus-eval -json~ writes one object. Every field below is always present (a list with nothing in
+it is ~[]~, never null or absent), and nothing else is: ~report~ and ~compare~ refuse a document with
+another field, a field of the wrong type, or content a run cannot have written.
 
 | field | meaning |
 |---|---|
-| ` + "`schema`, `schema_version`" + ` | "` + Schema + `", 1 |
-| ` + "`suite`" + ` | "LOCUS-EVAL v1" |
-| ` + "`created`" + ` | RFC 3339 time of the run, UTC |
-| ` + "`config`" + ` | ` + "`runs`" + ` (processes), ` + "`quick`, `touch`, `unpaced`, `pace_us`" + ` (0: no paced pass), ` + "`groups`" + `: per pass and workload its ` + "`rounds`, `traces_per_block`, `discarded_per_block`, `warmup_traces`" + ` |
-| ` + "`machine`" + ` | ` + "`cpu_model`, `num_cpu`, `gomaxprocs`, `go_version`, `goos`, `goarch`, `gogc`" + ` |
-| ` + "`revision`" + ` | ` + "`module`, `vcs_revision`, `vcs_modified`" + ` |
-| ` + "`method`" + ` | the statistics, in words, and ` + "`confidence`" + ` |
-| ` + "`passes[]`" + ` | ` + "`name`" + ` ("unpaced" or "paced"), ` + "`pace_us`, `workloads[]`" + ` |
-| ` + "`passes[].workloads[]`" + ` | ` + "`workload`, `blocks_per_trace`, `theoretical_peak`, `steps`, `verdict`" + ` (the one-line summary), ` + "`seconds`" + ` (per process), ` + "`cells[]`, `raw`" + ` |
-| ` + "`cells[]`" + ` | ` + "`contender`, `group`" + ` ("locus" or "go"), ` + "`floor`, `checked`" + ` (rejects stale, double and foreign frees), ` + "`gates_ok`, `gate_errors`, `us_per_trace`, `us_per_step`, `ratio`" + ` ({point, lo, hi}: this contender's time over locus-mailbox's), ` + "`verdict`" + ` ("baseline", "faster", "slower", "tie"), ` + "`rank`" + ` (0: not ranked), ` + "`quality`" + ` ({median, worst}), ` + "`mean_live`, `bytes_per_trace`, `allocs_per_trace`, `gc_per_trace`, `blocks`, `traces`" + ` |
-| ` + "`raw`" + ` | ` + "`members`" + ` and ` + "`blocks_us[process][member][round]`" + `: every block's mean owner µs per trace, from which every ratio can be recomputed |
-| ` + "`targets[]`" + ` | ` + "`name`, `pass`, `workload`, `want`" + ` ({op, value, unit}), ` + "`got`" + ` ({point, lo, hi}), ` + "`status`" + ` ("met", "missed", "undecided", "n/a"), ` + "`met`, `detail`" + ` |
-| ` + "`gates_ok`, `wall_seconds`" + ` | every gate held; the run's wall time |
+| ~schema~, ~schema_version~ | "` + Schema + `", ` + itoa(SchemaVersion) + ` |
+| ~suite~ | "` + bench.Suite + `" |
+| ~created~ | RFC 3339 time of the run, UTC |
+| ~config~ | ~runs~ (processes, ` + itoa(MinRuns) + ` to ` + itoa(MaxRuns) + `), ~quick~, ~touch~ ("byte", "full" or "none"), ~unpaced~, ~pace_us~ (0: no paced pass; at most ` + itoa(int(us(MaxPace))) + `), ~groups[]~ |
+| ~config.groups[]~ | one per pass and workload: ~id~ ("pass/workload", e.g. "unpaced/steady-decode"), ~rounds~, ~traces_per_block~, ~discarded_per_block~, ~warmup_traces~ |
+| ~machine~ | ~cpu_model~, ~num_cpu~, ~gomaxprocs~, ~go_version~, ~goos~, ~goarch~, ~gogc~ ("": the default) |
+| ~revision~ | ~module~, ~vcs_revision~ (a commit, a module version, or "unknown"), ~vcs_modified~ |
+| ~method~ | the statistics in words: ~timing~, ~ratio~, ~interval~, ~quality~; and ~confidence~ (0.99) |
+| ~passes[]~ | ~name~ ("unpaced" or "paced", each at most once), ~pace_us~, ~workloads[]~ |
+| ~passes[].workloads[]~ | ~workload~, ~blocks_per_trace~, ~theoretical_peak~, ~steps~, ~verdict~ (the one-line summary), ~seconds[]~ (one per process), ~cells[]~, ~raw~ |
+| ~cells[]~ | ~contender~ (locus-mailbox, the baseline, always among them), ~group~ ("locus" or "go"), ~floor~ (the reference floor, never ranked), ~checked~ (rejects stale, double and foreign frees), ~gates_ok~, ~gate_errors[]~ (one per failing process; ~[]~ when the gates held), ~us_per_trace~, ~us_per_step~, ~ratio~ ({point, lo, hi}: this contender's time over the baseline's, 0 < lo <= point <= hi), ~verdict~ ("baseline", "faster", "slower", "tie"; "n/a" when this cell or the baseline failed its gates, with ratio {0, 0, 0}), ~rank~ (1 and up; 0: not ranked, the floor and invalid cells), ~quality~ ({median, worst}), ~mean_live~, ~bytes_per_trace~, ~allocs_per_trace~, ~gc_per_trace~, ~blocks~, ~traces~ |
+| ~raw~ | ~members[]~ (the cells' contenders, in order) and ~blocks_us[process][member][round]~: every block's mean owner µs per trace, from which every ratio can be recomputed |
+| ~targets[]~ | ~name~, ~pass~ and ~workload~ ("" for a target over all of them), ~want~ ({op, value, unit}: op "<=", unit "×" or "B"), ~got~ ({point, lo, hi}), ~status~ ("met", "missed", "undecided", "n/a"), ~met~, ~detail~ (what ~got~ is about, e.g. the worst cell; "" when nothing needs saying) |
+| ~gates_ok~, ~wall_seconds~ | every gate held; the run's wall time |
 
-` + "`locus-eval thread -json`" + ` writes schema "` + ThreadSchema + `" (version 1): ` + "`runs`, `quick`, `touch`, `machine`, `revision`, `method`" + `,
-` + "`ledger[]`" + ` (` + "`id`, `title`, `prediction`, `bar`, `rust`, `rust_verdict`, `go`, `verdict`" + `) and ` + "`boards[]`" + ` (the
-measured groups "cycle", "trace" and "reuse", shaped like the scoreboard's workloads).
-`
+~locus-eval thread -json~ writes schema "` + ThreadSchema + `" (version ` + itoa(SchemaVersion) + `), with the same rules: ~schema~,
+~schema_version~, ~created~, ~runs~, ~quick~, ~touch~, ~machine~, ~revision~, ~method~, ~ledger[]~ (~id~, ~title~,
+~prediction~, ~bar~, ~rust~, ~rust_verdict~, ~go~, ~verdict~: "confirmed", "falsified", "inconclusive" or
+"invalid"), ~boards[]~ (the measured groups "cycle", "steady-decode" and "reuse", shaped like the
+scoreboard's workloads but without a baseline: every verdict is "n/a" and every ratio {0, 0, 0}),
+~gates_ok~ and ~wall_seconds~.
+`)

@@ -156,13 +156,17 @@ func (sb *Scoreboard) Validate() error {
 				continue // the shape of blocks_us cannot be checked
 			}
 			validateBoard(&p, at, wb, cfg.Runs, r)
-			if wb.Cell(bench.Baseline) == nil {
+			base := wb.Cell(bench.Baseline)
+			if base == nil {
 				p.add(at, "no %s cell: every ratio is taken against it", bench.Baseline)
 			}
 			for ci, c := range wb.Cells {
 				gates = gates && c.GatesOK
 				if _, err := bench.ContenderByName(c.Contender); err != nil {
 					p.add(fmt.Sprintf("%s.cells[%d]", at, ci), "unknown contender %q", c.Contender)
+				}
+				if c.Verdict == "n/a" && c.GatesOK && base != nil && base.GatesOK {
+					p.add(fmt.Sprintf("%s.cells[%d] (%s)", at, ci, c.Contender), "verdict n/a, yet it and %s passed their gates", bench.Baseline)
 				}
 				if c.Group != bench.GroupLocus && c.Group != bench.GroupGo {
 					p.add(fmt.Sprintf("%s.cells[%d] (%s)", at, ci, c.Contender), "group %q; want locus or go", c.Group)
