@@ -9,6 +9,8 @@
 //	locus-eval thread [flags]           the design-thread replay 0351–0359 and its ledger
 //	locus-eval report RUN.json...       BENCHMARKS.md (Markdown) from recorded -json runs
 //	locus-eval compare A.json B.json    are two recorded runs consistent? (the stability bar)
+//	locus-eval frag [flags]             external fragmentation: first fit, best fit, size classes (issue #12)
+//	locus-eval chat [flags]             a chat-shaped KV trace: blocks held with and without prefix sharing
 //
 // Run "locus-eval -help" or "locus-eval SUBCOMMAND -help" for the flags.
 // The exit status is 2 for bad flags, 1 when a proof gate failed (or compare
@@ -41,7 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sub, rest := "", args
 	if len(args) > 0 {
 		switch args[0] {
-		case "thread", "report", "compare":
+		case "thread", "report", "compare", "frag", "chat":
 			sub, rest = args[0], args[1:]
 		}
 	}
@@ -53,6 +55,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runReport(rest, stdout, stderr)
 	case "compare":
 		err = runCompare(rest, stdout, stderr)
+	case "frag":
+		err = runFrag(rest, stdout, stderr)
+	case "chat":
+		err = runChat(rest, stdout, stderr)
 	default:
 		err = runScoreboard(rest, stdout, stderr)
 	}

@@ -200,6 +200,18 @@ func TestBadFlags(t *testing.T) {
 		{"thread", "-runs", "1000"},
 		{"report"},
 		{"report", file},
+		{"frag", "-ops", "0"},
+		{"frag", "-trials", "100000"},
+		{"frag", "-pages", "1000000000"},
+		{"frag", "stray"},
+		{"chat", "-traces", "0"},
+		{"chat", "-traces", "1001"},
+		{"chat", "-blocks", "1000000000"},
+		{"chat", "-conversations", "0"},
+		{"chat", "-conversations", "100000000"},
+		{"chat", "-turns", "100000"},
+		{"chat", "-block-size", "0"},
+		{"chat", "stray"},
 		{"compare", file},
 	} {
 		status, _, errOut := runCmd(t, args...)
@@ -321,7 +333,7 @@ func TestHelpListsSubcommands(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("status %d", status)
 	}
-	for _, want := range []string{"thread", "report", "compare", "-runs", "-pace", "Exit status"} {
+	for _, want := range []string{"thread", "report", "compare", "frag", "chat", "-runs", "-pace", "Exit status"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("help lacks %q:\n%s", want, errOut)
 		}
@@ -349,4 +361,76 @@ func FuzzPaceFlag(f *testing.F) {
 			t.Fatalf("Set(%q) gave pace 0", s)
 		}
 	})
+}
+
+// frag prints, at each checkpoint, a row per strategy's peak: size classes
+// never fragment externally, and peaks lie in their [min, max] ranges.
+func TestFrag(t *testing.T) {
+	status, out, errOut := runCmd(t, "frag", "-quick", "-pages", "2048", "-max", "64", "-ops", "600")
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errOut)
+	}
+	for _, want := range []string{"mean of 5 trials", "first-fit peak", "best-fit peak", "size classes peak", "material first-fit",
+		"refused with enough pages free"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	var rows []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && (f[0] == "100" || f[0] == "500" || f[0] == "600") {
+			rows = append(rows, f[0])
+			// ops, then per strategy "peak % [min %, max %] current %" (8 fields), then the
+			// material's two figures ("-" where it reports none).
+			if len(f) != 1+3*8+4 && (len(f) != 1+3*8+2 || f[len(f)-1] != "-") {
+				t.Fatalf("row %q: %d fields", line, len(f))
+			}
+			if classes := f[1+2*8 : 1+3*8]; classes[0] != "0.0" || classes[6] != "0.0" {
+				t.Errorf("size classes fragment externally: %q", line)
+			}
+		}
+	}
+	if strings.Join(rows, ",") != "100,500,600" {
+		t.Errorf("checkpoint rows %v, want 100, 500 and 600 (the last operation):\n%s", rows, out)
+	}
+	if status, _, errOut := runCmd(t, "frag", "-h"); status != 0 || !strings.Contains(errOut, "issue #12") || !strings.Contains(errOut, "-quick") {
+		t.Errorf("frag -h: status %d\n%s", status, errOut)
+	}
+}
+
+// chat's document: prefix sharing never holds more blocks than private
+// tables, and the trace's shared system prompts hit the prefix cache.
+func TestChat(t *testing.T) {
+	args := []string{"chat", "-conversations", "8", "-turns", "3", "-systems", "2", "-system-tokens", "64", "-traces", "1"}
+	status, out, errOut := runCmd(t, append(args, "-json")...)
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errOut)
+	}
+	var doc chatDoc
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("not the chat document: %v\n%s", err, out)
+	}
+	if doc.Schema != "locus-eval/chat" || doc.Requests != 8*3 || doc.Config.Conversations != 8 || doc.Config.Traces != 1 || doc.Steps < 1 {
+		t.Errorf("header: %+v", doc)
+	}
+	if doc.PeakShared < 1 || doc.PeakShared > doc.PeakPrivate || doc.MeanShared > doc.MeanPrivate || float64(doc.PeakShared) < doc.MeanShared {
+		t.Errorf("blocks held: %+v", doc)
+	}
+	if doc.HitTokens == 0 || doc.HitTokens > doc.PromptTokens || doc.HitRate != float64(doc.HitTokens)/float64(doc.PromptTokens) {
+		t.Errorf("prefix hits: %+v", doc)
+	}
+	status, out, errOut = runCmd(t, args...)
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errOut)
+	}
+	for _, want := range []string{"8 conversations × 3 turns", "24 requests", "blocks held, peak", "blocks held, mean", "time per trace", "prefix hits"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if status, _, errOut := runCmd(t, "chat", "-h"); status != 0 || !strings.Contains(errOut, "kv.Manager") {
+		t.Errorf("chat -h: status %d\n%s", status, errOut)
+	}
 }

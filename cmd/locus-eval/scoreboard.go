@@ -24,6 +24,8 @@ const usageText = `Usage:
   locus-eval thread [flags]           the design-thread replay 0351–0359 and its ledger
   locus-eval report RUN.json...       print BENCHMARKS.md (Markdown) from runs recorded with -json
   locus-eval compare A.json B.json    check two recorded runs against the stability bar
+  locus-eval frag [flags]             external fragmentation of first fit, best fit and size classes (issue #12)
+  locus-eval chat [flags]             a chat-shaped KV trace: blocks held with and without prefix sharing, hit rate
 
 Every contender of a workload is opened in one process and timed in short blocks whose order changes every
 round; ratios to locus-mailbox are medians of per-round ratios over -runs processes, with 99 % intervals; a
@@ -82,7 +84,7 @@ func runScoreboard(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (subcommands: thread, report, compare)", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (subcommands: thread, report, compare, frag, chat)", fs.Arg(0))
 	}
 	if *list {
 		printList(stdout)

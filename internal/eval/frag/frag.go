@@ -65,6 +65,15 @@ type Config struct {
 	Checkpoints []int   // operations at which the table reports
 }
 
+// The largest setup Run accepts: a bigger one would hold more memory (a
+// region of 1-byte pages, three series of Ops values) or run longer than an
+// experiment on a development machine should.
+const (
+	MaxRegionPages = 1 << 24
+	MaxOps         = 1 << 20
+	MaxTrials      = 10000
+)
+
 // DefaultConfig returns the setup described in the package doc.
 func DefaultConfig() Config {
 	return Config{Pages: 16384, PageMB: 1, MaxPages: 256, Ops: 5000, Trials: 50, Seed: 1, AllocProb: 0.5,
@@ -121,8 +130,8 @@ func Run(cfg Config) (*Result, error) {
 	if cfg.Checkpoints == nil {
 		cfg.Checkpoints = def.Checkpoints
 	}
-	if cfg.Pages <= 0 || cfg.MaxPages <= 0 || cfg.MaxPages > cfg.Pages || cfg.Ops <= 0 || cfg.Trials <= 0 ||
-		!(cfg.AllocProb > 0 && cfg.AllocProb <= 1) {
+	if cfg.Pages <= 0 || cfg.Pages > MaxRegionPages || cfg.MaxPages <= 0 || cfg.MaxPages > cfg.Pages ||
+		cfg.Ops <= 0 || cfg.Ops > MaxOps || cfg.Trials <= 0 || cfg.Trials > MaxTrials || !(cfg.AllocProb > 0 && cfg.AllocProb <= 1) {
 		return nil, fmt.Errorf("frag: %w: %+v", pool.ErrInvalidConfig, cfg)
 	}
 	for _, c := range cfg.Checkpoints {

@@ -3,6 +3,7 @@ package frag_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -69,6 +70,9 @@ func TestRunRejects(t *testing.T) {
 		{Pages: 64, MaxPages: 65},
 		{AllocProb: 1.5},
 		{Ops: 100, Checkpoints: []int{101}},
+		{Pages: frag.MaxRegionPages + 1},
+		{Ops: frag.MaxOps + 1},
+		{Trials: frag.MaxTrials + 1},
 	} {
 		if _, err := frag.Run(c); !errors.Is(err, pool.ErrInvalidConfig) {
 			t.Errorf("Run(%+v) = %v", c, err)
@@ -80,7 +84,7 @@ func TestCommand(t *testing.T) {
 	dir := t.TempDir()
 	svg := filepath.Join(dir, "frag.svg")
 	var out bytes.Buffer
-	if err := frag.Main([]string{"-pages", "1024", "-max", "32", "-ops", "300", "-trials", "2", "-svg", svg}, &out); err != nil {
+	if err := frag.Main([]string{"-pages", "1024", "-max", "32", "-ops", "300", "-trials", "2", "-svg", svg}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"first-fit peak", "best-fit peak", "size classes peak", "material first-fit", "refused with enough pages free"} {
@@ -101,7 +105,11 @@ func TestCommand(t *testing.T) {
 	if err != nil || !bytes.Contains(data, []byte("<svg")) || !bytes.Contains(data, []byte("first-fit: peak so far")) {
 		t.Fatalf("figure: %v, %d bytes", err, len(data))
 	}
-	if err := frag.Main([]string{"-ops", "x"}, &out); err == nil {
-		t.Fatal("a bad flag was accepted")
+	for _, args := range [][]string{{"-ops", "x"}, {"-ops", "0"}, {"-trials", "100000"}, {"-pages", "1000000000"},
+		{"-ops", "10000000"}, {"-page-mb", "0"}, {"stray"}} {
+		var stderr bytes.Buffer
+		if err := frag.Main(args, &out, &stderr); err == nil {
+			t.Errorf("%v accepted", args)
+		}
 	}
 }

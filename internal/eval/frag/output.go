@@ -13,6 +13,8 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/locus-go/locus/pool"
 )
 
 func pct(x float64) string { return fmt.Sprintf("%.1f %%", 100*x) }
@@ -144,24 +146,48 @@ func (integerTicks) Ticks(min, max float64) []plot.Tick {
 }
 
 // Main runs the experiment as a command: it prints the tables to stdout
-// and, with -svg, writes the figure. args are the command-line arguments
-// after the command's name; the lead wires it into locus-eval as a
-// subcommand.
-func Main(args []string, stdout io.Writer) error {
+// and, with -svg, writes the figure; usage and flag errors go to stderr.
+// -quick runs 5 trials instead of 50: a smoke test whose means are rough.
+func Main(args []string, stdout, stderr io.Writer) error {
 	def := DefaultConfig()
-	fs := flag.NewFlagSet("frag", flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	fs := flag.NewFlagSet("locus-eval frag", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: locus-eval frag [flags]
+
+Replays the fragmentation experiment of the slab-allocator material (issue #12) on simulated page indices:
+random allocations of 1 to -max pages from one region, alloc/free operations, and the peak external
+fragmentation (1 - largest free run / free pages) after 100, 500, 1000 and 5000 operations of first fit
+and best fit (package pages) and of size classes (package classes), beside the material's figures.
+Deterministic for a -seed; measures no time.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	cfg := def
-	fs.IntVar(&cfg.Pages, "pages", def.Pages, "pages in the region")
+	fs.IntVar(&cfg.Pages, "pages", def.Pages, fmt.Sprintf("pages in the region (at most %d)", MaxRegionPages))
 	fs.IntVar(&cfg.PageMB, "page-mb", def.PageMB, "megabytes a page stands for (labels only)")
 	fs.IntVar(&cfg.MaxPages, "max", def.MaxPages, "largest allocation, in pages")
-	fs.IntVar(&cfg.Ops, "ops", def.Ops, "operations per trial")
-	fs.IntVar(&cfg.Trials, "trials", def.Trials, "trials (seeds)")
+	fs.IntVar(&cfg.Ops, "ops", def.Ops, fmt.Sprintf("operations per trial (at most %d)", MaxOps))
+	fs.IntVar(&cfg.Trials, "trials", def.Trials, fmt.Sprintf("trials (seeds; at most %d)", MaxTrials))
 	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "first seed")
 	fs.Float64Var(&cfg.AllocProb, "p-alloc", def.AllocProb, "probability that an operation allocates")
+	quick := fs.Bool("quick", false, "5 trials (unless -trials is given): a smoke test")
 	svg := fs.String("svg", "", "write the figure to this SVG file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("frag: %w: unexpected argument %q", pool.ErrInvalidConfig, fs.Arg(0))
+	}
+	trialsSet := false
+	fs.Visit(func(f *flag.Flag) { trialsSet = trialsSet || f.Name == "trials" })
+	if *quick && !trialsSet {
+		cfg.Trials = 5
+	}
+	if cfg.PageMB <= 0 {
+		return fmt.Errorf("frag: %w: -page-mb %d", pool.ErrInvalidConfig, cfg.PageMB)
 	}
 	cfg.Checkpoints = nil
 	for _, cp := range def.Checkpoints {

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/locus-go/locus/bench"
+	"github.com/locus-go/locus/internal/eval"
+)
+
+// Bounds on the chat trace, so that a flag cannot ask for more memory than
+// a development machine has: the tokens the schedule holds, and the 4 KiB
+// blocks of either run's pool.
+const (
+	maxChatTokens = 1 << 24
+	maxChatBlocks = 1 << 18
+	maxChatTraces = 1000
+)
+
+// chatDoc is the chat subcommand's -json document.
+type chatDoc struct {
+	Schema string `json:"schema"`
+	Config struct {
+		Conversations int    `json:"conversations"`
+		Turns         int    `json:"turns"`
+		SystemPrompts int    `json:"system_prompts"`
+		SystemTokens  int    `json:"system_tokens"`
+		UserTokens    int    `json:"user_tokens"`
+		ReplyTokens   int    `json:"reply_tokens"`
+		ThinkSteps    int    `json:"think_steps"`
+		Stagger       int    `json:"stagger"`
+		BlockSize     int    `json:"block_size"`
+		Blocks        int    `json:"blocks"`
+		Seed          uint64 `json:"seed"`
+		Traces        int    `json:"traces"`
+	} `json:"config"`
+	Requests     int     `json:"requests"`
+	Steps        int     `json:"steps"`
+	PromptTokens uint64  `json:"prompt_tokens"`
+	HitTokens    uint64  `json:"hit_tokens"`
+	HitRate      float64 `json:"hit_rate"`
+	PeakShared   int     `json:"peak_blocks_shared"`
+	PeakPrivate  int     `json:"peak_blocks_private"`
+	MeanShared   float64 `json:"mean_blocks_shared"`
+	MeanPrivate  float64 `json:"mean_blocks_private"`
+	Evictions    uint64  `json:"evictions"`
+	SharedUS     float64 `json:"shared_us_per_trace"`
+	PrivateUS    float64 `json:"private_us_per_trace"`
+}
+
+func runChat(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("locus-eval chat", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: locus-eval chat [flags]
+
+Replays a chat-shaped KV trace (an extension beyond LOCUS-EVAL v1): conversations share a few system
+prompts and every turn re-sends the whole history. The same schedule runs through a kv.Manager (prefix
+cache, shared blocks) and through a private kv.Table per request (no sharing); it prints the blocks each
+holds at the busiest step and on average, the prefix hit rate, and the median time per trace of each
+(one process, not interleaved: a rough figure, not a scoreboard ratio).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	cfg := bench.DefaultChat()
+	fs.IntVar(&cfg.Conversations, "conversations", cfg.Conversations, "conversations in the trace")
+	fs.IntVar(&cfg.Turns, "turns", cfg.Turns, "turns per conversation")
+	fs.IntVar(&cfg.SystemPrompts, "systems", cfg.SystemPrompts, "distinct system prompts, assigned round-robin")
+	fs.IntVar(&cfg.SystemTokens, "system-tokens", cfg.SystemTokens, "tokens of each system prompt")
+	fs.IntVar(&cfg.UserTokens, "user-tokens", cfg.UserTokens, "new user tokens per turn")
+	fs.IntVar(&cfg.ReplyTokens, "reply-tokens", cfg.ReplyTokens, "tokens decoded per turn, one per step")
+	fs.IntVar(&cfg.ThinkSteps, "think", cfg.ThinkSteps, "most steps between a reply and the next turn")
+	fs.IntVar(&cfg.Stagger, "stagger", cfg.Stagger, "steps between the starts of two conversations")
+	fs.IntVar(&cfg.BlockSize, "block-size", cfg.BlockSize, "tokens per block")
+	fs.IntVar(&cfg.Blocks, "blocks", cfg.Blocks, fmt.Sprintf("blocks of the shared run's pool (at most %d)", maxChatBlocks))
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the schedule")
+	traces := fs.Int("traces", 5, fmt.Sprintf("replays of the trace per run; the time is their median (1 to %d)", maxChatTraces))
+	asJSON := fs.Bool("json", false, "print a JSON document instead of the table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := checkChat(cfg, *traces); err != nil {
+		return err
+	}
+	res, err := bench.RunChat(cfg, *traces)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(stdout, chatDocOf(cfg, *traces, res))
+	}
+	return writeChat(stdout, cfg, *traces, res)
+}
+
+// checkChat refuses a trace whose schedule or pools would not fit in
+// memory, before any work; bench.NewChatPlan checks the rest.
+func checkChat(cfg bench.ChatConfig, traces int) error {
+	if traces < 1 || traces > maxChatTraces {
+		return fmt.Errorf("%w: -traces %d; want 1 to %d", eval.ErrConfig, traces, maxChatTraces)
+	}
+	if cfg.Blocks > maxChatBlocks {
+		return fmt.Errorf("%w: -blocks %d; want at most %d", eval.ErrConfig, cfg.Blocks, maxChatBlocks)
+	}
+	if cfg.Conversations <= 0 || cfg.Turns <= 0 || cfg.SystemTokens < 0 || cfg.UserTokens <= 0 || cfg.ReplyTokens <= 0 || cfg.BlockSize <= 0 {
+		return nil // bench.NewChatPlan says what is wrong
+	}
+	// Every conversation's turn t re-sends its system prompt and t earlier
+	// turns; the private run holds a pool as large as every request's blocks.
+	var tokens, blocks float64
+	for t := range min(cfg.Turns, maxChatTokens) {
+		n := float64(cfg.SystemTokens) + float64(t+1)*float64(cfg.UserTokens) + float64(t+1)*float64(cfg.ReplyTokens)
+		tokens += float64(cfg.Conversations) * n
+		blocks += float64(cfg.Conversations) * float64(int64(n)+int64(cfg.BlockSize)-1) / float64(cfg.BlockSize)
+		if tokens > maxChatTokens || blocks > maxChatBlocks {
+			return fmt.Errorf("%w: a trace of %d conversations × %d turns holds over %d tokens or %d blocks; make it smaller",
+				eval.ErrConfig, cfg.Conversations, cfg.Turns, maxChatTokens, maxChatBlocks)
+		}
+	}
+	return nil
+}
+
+func chatDocOf(cfg bench.ChatConfig, traces int, r bench.ChatResult) chatDoc {
+	d := chatDoc{Schema: "locus-eval/chat", Requests: r.Requests, Steps: r.Steps, PromptTokens: r.PromptTokens, HitTokens: r.HitTokens,
+		HitRate: r.HitRate, PeakShared: r.PeakShared, PeakPrivate: r.PeakPrivate, MeanShared: r.MeanShared, MeanPrivate: r.MeanPrivate,
+		Evictions: r.Evictions, SharedUS: us(r.SharedTime), PrivateUS: us(r.PrivateTime)}
+	c := &d.Config
+	c.Conversations, c.Turns, c.SystemPrompts, c.SystemTokens = cfg.Conversations, cfg.Turns, cfg.SystemPrompts, cfg.SystemTokens
+	c.UserTokens, c.ReplyTokens, c.ThinkSteps, c.Stagger = cfg.UserTokens, cfg.ReplyTokens, cfg.ThinkSteps, cfg.Stagger
+	c.BlockSize, c.Blocks, c.Seed, c.Traces = cfg.BlockSize, cfg.Blocks, cfg.Seed, traces
+	return d
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// writeChat prints the result as a table of the two runs side by side.
+func writeChat(w io.Writer, cfg bench.ChatConfig, traces int, r bench.ChatResult) error {
+	fmt.Fprintf(w, "chat trace: %d conversations × %d turns, %d system prompts of %d tokens, %d user + %d reply tokens per turn,\n",
+		cfg.Conversations, cfg.Turns, cfg.SystemPrompts, cfg.SystemTokens, cfg.UserTokens, cfg.ReplyTokens)
+	fmt.Fprintf(w, "%d tokens per block; %d requests over %d steps; median of %d traces per run\n\n", cfg.BlockSize, r.Requests, r.Steps, traces)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "\tshared prefixes (kv.Manager)\tprivate (kv.Table per request)\tshared / private\t\n")
+	fmt.Fprintf(tw, "blocks held, peak\t%d\t%d\t%.2f\t\n", r.PeakShared, r.PeakPrivate, float64(r.PeakShared)/float64(r.PeakPrivate))
+	fmt.Fprintf(tw, "blocks held, mean\t%.0f\t%.0f\t%.2f\t\n", r.MeanShared, r.MeanPrivate, r.MeanShared/r.MeanPrivate)
+	fmt.Fprintf(tw, "time per trace\t%v\t%v\t%.2f\t\n", r.SharedTime.Round(time.Microsecond), r.PrivateTime.Round(time.Microsecond),
+		float64(r.SharedTime)/float64(r.PrivateTime))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nprefix hits: %.1f %% of %d prompt tokens (%d); %d cached blocks evicted\n",
+		100*r.HitRate, r.PromptTokens, r.HitTokens, r.Evictions)
+	return err
+}
