@@ -173,7 +173,7 @@ func checkValidDocument(t *testing.T, sb *Scoreboard, th *Thread) {
 		t.Fatalf("WriteMarkdown: %v", err)
 	}
 	WriteText(io.Discard, sb)
-	err = renderFigures(sb, func(_ string, render func(io.Writer) error) error { return render(io.Discard) })
+	err = renderFigures(sb, false, func(_ string, render func(io.Writer) error) error { return render(io.Discard) })
 	if err != nil && !errors.Is(err, ErrDocument) {
 		t.Fatalf("figures: %v", err)
 	}
@@ -181,7 +181,12 @@ func checkValidDocument(t *testing.T, sb *Scoreboard, th *Thread) {
 
 // FuzzParseDocument: no input panics; a document ParseDocument accepts
 // re-encodes to itself and reports, compares and draws without a panic;
-// every input it refuses gives an ErrDocument.
+// every input it refuses gives an ErrDocument. The seeds are documents of
+// several kilobytes, and every valid input draws its figures, so give the
+// minimizer a bound, or it spends the whole run shrinking the first new
+// input:
+//
+//	go test -run '^$' -fuzz '^FuzzParseDocument$' -fuzztime 10s -fuzzminimizetime 10x ./internal/eval
 func FuzzParseDocument(f *testing.F) {
 	for _, path := range realDocuments {
 		b, err := os.ReadFile(path)

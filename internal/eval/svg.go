@@ -200,10 +200,12 @@ func linearTicks(lo, hi float64) []plot.Tick {
 }
 
 // figure renders rs as SVG into w, on a log axis (ratios) or a linear one
-// from 0, with room right of the data for the labels. An axis it cannot
+// from 0, with room right of the data for the labels; embed embeds the
+// fonts (the figures' files do; tests that only draw need not, and draw
+// several times faster). An axis it cannot
 // draw (a value at or below 0 on the log axis, one not finite, a span past
 // the float range) is an error, never gonum's panic.
-func figure(w io.Writer, title, xlabel string, rs *rows, logX bool) error {
+func figure(w io.Writer, title, xlabel string, rs *rows, logX, embed bool) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = vg.Points(12)
@@ -242,7 +244,7 @@ func figure(w io.Writer, title, xlabel string, rs *rows, logX bool) error {
 	height := 1.5 + 0.3*float64(len(rs.items)+1)
 	// Embedded fonts: the text is measured with gonum's own fonts, so a
 	// viewer that substituted another font would overlap the labels.
-	c := vgsvg.NewWith(vgsvg.UseWH(vg.Length(width)*vg.Inch, vg.Length(height)*vg.Inch), vgsvg.EmbedFonts(true))
+	c := vgsvg.NewWith(vgsvg.UseWH(vg.Length(width)*vg.Inch, vg.Length(height)*vg.Inch), vgsvg.EmbedFonts(embed))
 	p.Draw(draw.New(c))
 	_, err := c.WriteTo(w)
 	return err
@@ -255,7 +257,7 @@ func figure(w io.Writer, title, xlabel string, rs *rows, logX bool) error {
 func WriteFigures(dir string, sb *Scoreboard) ([]string, error) {
 	var names []string
 	var svgs [][]byte
-	err := renderFigures(sb, func(name string, render func(io.Writer) error) error {
+	err := renderFigures(sb, true, func(name string, render func(io.Writer) error) error {
 		var buf bytes.Buffer
 		if err := render(&buf); err != nil {
 			return err
@@ -281,17 +283,17 @@ func WriteFigures(dir string, sb *Scoreboard) ([]string, error) {
 }
 
 // renderFigures calls out with every figure of sb: its file name and the
-// function that renders it.
-func renderFigures(sb *Scoreboard, out func(name string, render func(io.Writer) error) error) error {
+// function that renders it (with its fonts embedded, or not).
+func renderFigures(sb *Scoreboard, embed bool, out func(name string, render func(io.Writer) error) error) error {
 	caption := fmt.Sprintf("%s; %s; %s", sb.Machine, plural(sb.Config.Runs, "process"), revString(sb.Revision))
 	for _, p := range sb.Passes {
 		for i := range p.Workloads {
 			wb := &p.Workloads[i]
 			name := p.Name + "-" + wb.Workload + ".svg"
-			if err := out("time-"+name, func(w io.Writer) error { return timeFigure(w, p, wb, caption) }); err != nil {
+			if err := out("time-"+name, func(w io.Writer) error { return timeFigure(w, p, wb, caption, embed) }); err != nil {
 				return err
 			}
-			if err := out("quality-"+name, func(w io.Writer) error { return qualityFigure(w, p, wb, caption) }); err != nil {
+			if err := out("quality-"+name, func(w io.Writer) error { return qualityFigure(w, p, wb, caption, embed) }); err != nil {
 				return err
 			}
 		}
@@ -309,7 +311,7 @@ func fillOf(c Cell) color.Color {
 	return colGo
 }
 
-func timeFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string) error {
+func timeFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string, embed bool) error {
 	paced := p.Name == "paced"
 	val := func(c Cell) float64 {
 		if paced {
@@ -357,10 +359,10 @@ func timeFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string) error {
 	}
 	title := fmt.Sprintf("%s, %s: %s, × %s (99 %% interval; left is faster)", wb.Workload, p.Name, what, bench.Baseline)
 	xlabel := "time / " + bench.Baseline + "'s time (log scale); blue: locus, dark blue: " + bench.Baseline + ", orange: Go peers\n" + caption
-	return figure(w, title, xlabel, rs, true)
+	return figure(w, title, xlabel, rs, true, embed)
 }
 
-func qualityFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string) error {
+func qualityFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string, embed bool) error {
 	cells := slices.Clone(wb.Cells)
 	slices.SortStableFunc(cells, func(a, b Cell) int {
 		if a.Quality.Median != b.Quality.Median {
@@ -387,5 +389,5 @@ func qualityFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string) error
 	title := fmt.Sprintf("%s, %s: peak of outstanding blocks / theoretical peak %d (bar: median, tick: worst)",
 		wb.Workload, p.Name, wb.TheoreticalPeak)
 	xlabel := "peak / theoretical peak; blue: locus, dark blue: " + bench.Baseline + ", orange: Go peers\n" + caption
-	return figure(w, title, xlabel, rs, false)
+	return figure(w, title, xlabel, rs, false, embed)
 }
