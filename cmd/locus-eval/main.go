@@ -13,9 +13,10 @@
 //	locus-eval chat [flags]             a chat-shaped KV trace: blocks held with and without prefix sharing
 //
 // Run "locus-eval -help" or "locus-eval SUBCOMMAND -help" for the flags.
-// The exit status is 2 for bad flags, 1 when a proof gate failed (or compare
-// found the runs inconsistent), 0 otherwise: a missed performance target is
-// printed, not an error.
+// The exit status is 2 for bad flags or documents (and for runs compare
+// cannot compare), 1 when a proof gate failed (or compare found the runs
+// inconsistent), 0 otherwise: a missed performance target is printed, not an
+// error.
 package main
 
 import (

@@ -29,8 +29,8 @@ const usageText = `Usage:
 
 Every contender of a workload is opened in one process and timed in short blocks whose order changes every
 round; ratios to locus-mailbox are medians of per-round ratios over -runs processes, with 99 % intervals; a
-difference whose interval contains 1 is a tie. Exit status: 2 for bad flags, 1 when a proof gate failed, 0
-otherwise (missed performance targets are printed, they are not failures).
+difference whose interval contains 1 is a tie. Exit status: 2 for bad flags or documents, 1 when a proof gate
+failed (or compare's stability bar), 0 otherwise (missed performance targets are printed, they are not failures).
 
 Scoreboard flags:
 `
@@ -217,14 +217,14 @@ func writableDir(dir string) (err error) {
 
 // splitList splits the comma-separated names of a flag ("": none); an
 // empty name is an error.
-func splitList(flag, s string) ([]string, error) {
+func splitList(name, s string) ([]string, error) {
 	if s == "" {
 		return nil, nil
 	}
 	out := strings.Split(s, ",")
 	for i, n := range out {
 		if out[i] = strings.TrimSpace(n); out[i] == "" {
-			return nil, fmt.Errorf("%s %q: an empty name", flag, s)
+			return nil, fmt.Errorf("%s %q: an empty name", name, s)
 		}
 	}
 	return out, nil
