@@ -6,7 +6,7 @@ import (
 	"github.com/locus-go/locus/internal/eval/frag"
 )
 
-// runFrag is the frag subcommand: the fragmentation experiment of issue #12.
+// runFrag is the frag subcommand: the fragmentation experiment of the slab-allocator material.
 func runFrag(args []string, stdout, stderr io.Writer) error {
 	return frag.Main(args, stdout, stderr)
 }

@@ -9,7 +9,7 @@
 //	locus-eval thread [flags]           the design-thread replay 0351–0359 and its ledger
 //	locus-eval report RUN.json...       BENCHMARKS.md (Markdown) from recorded -json runs
 //	locus-eval compare A.json B.json    are two recorded runs consistent? (the stability bar)
-//	locus-eval frag [flags]             external fragmentation: first fit, best fit, size classes (issue #12)
+//	locus-eval frag [flags]             external fragmentation: first fit, best fit, size classes
 //	locus-eval chat [flags]             a chat-shaped KV trace: blocks held with and without prefix sharing
 //
 // Run "locus-eval -help" or "locus-eval SUBCOMMAND -help" for the flags.

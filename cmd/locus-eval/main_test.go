@@ -393,7 +393,7 @@ func TestFrag(t *testing.T) {
 	if strings.Join(rows, ",") != "100,500,600" {
 		t.Errorf("checkpoint rows %v, want 100, 500 and 600 (the last operation):\n%s", rows, out)
 	}
-	if status, _, errOut := runCmd(t, "frag", "-h"); status != 0 || !strings.Contains(errOut, "issue #12") || !strings.Contains(errOut, "-quick") {
+	if status, _, errOut := runCmd(t, "frag", "-h"); status != 0 || !strings.Contains(errOut, "slab-allocator material") || !strings.Contains(errOut, "-quick") {
 		t.Errorf("frag -h: status %d\n%s", status, errOut)
 	}
 }

@@ -24,7 +24,7 @@ const usageText = `Usage:
   locus-eval thread [flags]           the design-thread replay 0351–0359 and its ledger
   locus-eval report RUN.json...       print BENCHMARKS.md (Markdown) from runs recorded with -json
   locus-eval compare A.json B.json    check two recorded runs against the stability bar
-  locus-eval frag [flags]             external fragmentation of first fit, best fit and size classes (issue #12)
+  locus-eval frag [flags]             external fragmentation of first fit, best fit and size classes
   locus-eval chat [flags]             a chat-shaped KV trace: blocks held with and without prefix sharing, hit rate
 
 Every contender of a workload is opened in one process and timed in short blocks whose order changes every

@@ -155,7 +155,7 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: locus-eval frag [flags]
 
-Replays the fragmentation experiment of the slab-allocator material (issue #12) on simulated page indices:
+Replays the fragmentation experiment of the slab-allocator material on simulated page indices:
 random allocations of 1 to -max pages from one region, alloc/free operations, and the peak external
 fragmentation (1 - largest free run / free pages) after 100, 500, 1000 and 5000 operations of first fit
 and best fit (package pages) and of size classes (package classes), beside the material's figures.
