@@ -56,7 +56,13 @@ func (r *Result) WriteTable(w io.Writer) error {
 			s.Refused, pct(s.Refused/s.Attempts), s.RefusedWithRoom, pct(s.RefusedWithRoom/s.Attempts),
 			pct(s.InternalFrag), pct(s.Utilization[c.Ops-1]))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprint(w, "\nWhich to use: one block size, package pool; a few sizes, package classes (no external\n"+
+		"fragmentation, internal fragmentation reported in its Stats); variable sizes that must be\n"+
+		"contiguous, package pages (best fit by default, first fit as an option).\n")
+	return err
 }
 
 // WriteSVG plots the peak external fragmentation over operations for each
