@@ -333,10 +333,10 @@ func rejectsBroken(t *testing.T, comps []brokenComponent) {
 // (see scaled), and ZeroAllocs still fails where the defect shows before
 // the allocations are counted.
 var underRace = map[string]found{
-	"classes: senders lose every fifth handle": catches(ErrLost, "Accounting", "DrainOnExhaustion", "RemoteExactlyOnce", "SenderRetire", "Snapshot").and(ErrContract, "SenderRejects"),
+	"classes: senders lose every fifth handle":              catches(ErrLost, "Accounting", "DrainOnExhaustion", "RemoteExactlyOnce", "SenderRetire", "Snapshot").and(ErrContract, "SenderRejects"),
 	"pages: a run after a live one starts on its last page": catches(ErrAliased, "Close", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Instances", "NoOverlap", "Placement", "StaleRun", "ZeroAllocs").and(ErrContract, "Accounting", "Coalescing", "DefaultContent", "Evict", "Exhaustion", "ForgedRun", "Pins", "Snapshot", "Watermarks"),
-	"pages: a run of the whole region is refused": catches(ErrContract, "Coalescing", "DefaultContent", "EvictionMinimal", "Exhaustion", "Instances", "NoOverlap", "Pins", "RunLengths", "Watermarks"),
-	"pages: Bytes has spare capacity": catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "ZeroAllocs"),
-	"pages: Evict(n) evicts one run too many": catches(ErrContract, "Accounting", "Evict", "EvictionLRU"),
-	"pages: new runs have no pin": catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "ZeroAllocs"),
+	"pages: a run of the whole region is refused":           catches(ErrContract, "Coalescing", "DefaultContent", "EvictionMinimal", "Exhaustion", "Instances", "NoOverlap", "Pins", "RunLengths", "Watermarks"),
+	"pages: Bytes has spare capacity":                       catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "ZeroAllocs"),
+	"pages: Evict(n) evicts one run too many":               catches(ErrContract, "Accounting", "Evict", "EvictionLRU"),
+	"pages: new runs have no pin":                           catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "ZeroAllocs"),
 }

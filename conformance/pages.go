@@ -1131,13 +1131,13 @@ func checkPagesPlacement(r *pgCase) error {
 		// Cut the region into live separators of 1 to 2 pages and runs
 		// of hole lengths (some repeated: best fit has a choice), then
 		// free the latter.
-		var holes, seps []*pgRun
+		var holes []*pgRun
 		for m.used < m.pages {
+			// The separators stay live until the layout is freed below.
 			sep, err := m.alloc(min(1+rng.IntN(2), m.pages-m.used), weights)
 			if err != nil || sep == nil {
 				return errors.Join(err, violationf(ErrContract, "layout %d: a separator did not fit", layout))
 			}
-			seps = append(seps, sep)
 			left := m.pages - m.used
 			if left == 0 {
 				break
