@@ -212,6 +212,27 @@ var classesCases = []testCase[clsSubject]{
 	},
 }
 
+// instances returns models of the case's instance and of n-1 more from the
+// same constructor.
+func instances[X, M any](r *run[X], n int, model func(X) (M, error)) ([]M, error) {
+	ms := make([]M, 0, n)
+	for i := range n {
+		x := r.x
+		if i > 0 {
+			var err error
+			if x, err = r.another(); err != nil {
+				return nil, err
+			}
+		}
+		m, err := model(x)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
 // Minimal geometry the suite takes.
 const (
 	classesMin      = 2
@@ -886,20 +907,9 @@ func checkClassesStale(r *clCase) error {
 }
 
 func checkClassesForeign(r *clCase) error {
-	models := []*clModel{}
-	for i := range 3 {
-		c := r.x
-		if i > 0 {
-			var err error
-			if c, err = r.another(); err != nil {
-				return err
-			}
-		}
-		m, err := newClModel(c)
-		if err != nil {
-			return err
-		}
-		models = append(models, m)
+	models, err := instances(r, 3, newClModel)
+	if err != nil {
+		return err
 	}
 	if !slices.Equal(models[0].cls, models[1].cls) {
 		return violationf(ErrContract, "one constructor made allocators of classes %v and %v", models[0].cls, models[1].cls)

@@ -1496,20 +1496,9 @@ func checkPagesStale(r *pgCase) error {
 }
 
 func checkPagesInstances(r *pgCase) error {
-	models := []*pgModel{}
-	for i := range 3 {
-		in := r.x
-		if i > 0 {
-			var err error
-			if in, err = r.another(); err != nil {
-				return err
-			}
-		}
-		m, err := newPgModel(in)
-		if err != nil {
-			return err
-		}
-		models = append(models, m)
+	models, err := instances(r, 3, newPgModel)
+	if err != nil {
+		return err
 	}
 	// The same allocations on each: runs alike but for their allocator.
 	var runs [][]*pgRun
