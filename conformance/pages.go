@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -384,14 +383,12 @@ var pagesCases = []testCase[*pagesInst]{
 	},
 }
 
-// mkRun builds an arbitrary run through the public encoding, to forge runs.
+// mkRun builds an arbitrary run through the public encoding, to forge runs:
+// a Run is encoded like a pool.Handle, its first page in the index.
 func mkRun(poolID, first uint32, gen uint64) pages.Run {
-	var b [pages.RunSize]byte
-	binary.LittleEndian.PutUint64(b[:], gen)
-	binary.LittleEndian.PutUint32(b[8:], first)
-	binary.LittleEndian.PutUint32(b[12:], poolID)
+	b, _ := mkHandle(poolID, first, gen).MarshalBinary()
 	var r pages.Run
-	_ = r.UnmarshalBinary(b[:]) // cannot fail: b has the right length
+	_ = r.UnmarshalBinary(b) // cannot fail: b has the right length
 	return r
 }
 
@@ -399,7 +396,9 @@ func mkRun(poolID, first uint32, gen uint64) pages.Run {
 func runPool(r pages.Run) uint32 {
 	var b [pages.RunSize]byte
 	enc, _ := r.AppendBinary(b[:0])
-	return binary.LittleEndian.Uint32(enc[12:])
+	var h pool.Handle
+	_ = h.UnmarshalBinary(enc) // cannot fail: enc has the right length
+	return poolID(h)
 }
 
 // stamp writes tag into three bytes of every page of buf (its first, middle
