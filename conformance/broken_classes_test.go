@@ -10,7 +10,9 @@ import (
 
 	"github.com/locus-go/locus/internal/race"
 
+	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/classes"
+	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -217,6 +219,18 @@ func (s *lossySender) Free(h classes.Handle) error {
 	return s.FreeChunk([]classes.Handle{h})
 }
 
+// sharedClasses returns a constructor of real allocators whose classes of
+// one size all hand out the same blocks.
+func sharedClasses() func() (clsSubject, error) {
+	regions := map[int]*heap.Backing{}
+	return realClasses(func(size, n int) (pool.Backing, error) {
+		if regions[size] == nil {
+			regions[size] = mustHeapBacking(size, n)
+		}
+		return sharedBacking{regions[size]}, nil
+	}, newMailbox, lifo.Policy{})
+}
+
 func classesOf(ctor func() (clsSubject, error)) func() ([]outcome, func()) {
 	return func() ([]outcome, func()) { return classesSuite().run(ctor, "broken_classes_test.go"), nil }
 }
@@ -269,6 +283,11 @@ func brokenClasses() []brokenComponent {
 			name: "classes: Snapshot never changes",
 			run:  classesOf(newBrokenCls(clsFrozenSnapshot)),
 			want: catches(ErrAccounting, "Snapshot"),
+		},
+		{
+			name: "classes: allocators over one region per class",
+			run:  classesOf(sharedClasses()),
+			want: catches(ErrAliased, "ForeignHandle"),
 		},
 		{
 			name: "classes: FreeChunk hides its rejections",
