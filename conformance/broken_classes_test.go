@@ -23,7 +23,8 @@ import (
 type clsDefect int
 
 const (
-	clsFallback        clsDefect = iota // an exhausted class borrows from the next larger one
+	clsCorrect         clsDefect = iota // none: the wrapper passes every call through
+	clsFallback                         // an exhausted class borrows from the next larger one
 	clsBoundaryUp                       // n equal to a class's size takes the next class
 	clsNoGeneration                     // a stale handle resolves to its block's current handle
 	clsIgnoresOwner                     // a handle of another allocator is taken as its own
@@ -238,7 +239,7 @@ func classesOf(ctor func() (clsSubject, error)) func() ([]outcome, func()) {
 // brokenClasses are the size-class allocators the suite must reject.
 func brokenClasses() []brokenComponent {
 	return []brokenComponent{
-		{name: "classes: a correct wrapper", run: classesOf(newBrokenCls(-1))},
+		{name: "classes: a correct wrapper", run: classesOf(newBrokenCls(clsCorrect))},
 		{
 			name: "classes: an exhausted class borrows from the next",
 			run:  classesOf(newBrokenCls(clsFallback)),

@@ -38,7 +38,9 @@ type Classes[S ClassesSender] interface {
 	Close() error
 }
 
-// ClassesSender is the remote side of a Classes allocator: *classes.Sender.
+// ClassesSender is the remote side of a Classes allocator: *classes.Sender,
+// or a wrapper's sender. Only the type parameter of TestClasses and
+// CheckClasses needs it; code that frees blocks uses its own sender type.
 type ClassesSender interface {
 	FreeChunk(chunk []classes.Handle) error
 	Free(h classes.Handle) error
@@ -75,7 +77,9 @@ type ClassesSender interface {
 //
 // newC should return a fresh allocator of at least two classes of at least
 // 8 blocks each (a few dozen blocks per class exercise more). The suite
-// closes the allocators it is given.
+// closes the allocators it is given. Use it for a size-class allocator as a
+// whole; the pools behind its classes are checked by TestPool, its
+// components by TestBacking, TestTransport and TestPolicy.
 //
 // The watchdog cannot close an allocator's transports without freeing its
 // memory, which a stuck case may still touch: a case blocked in a call into

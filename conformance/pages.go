@@ -102,7 +102,8 @@ func (c PagesConfig) Options() []pages.Option {
 // newP should return a fresh allocator of 32 pages or more (64 to a few
 // thousand exercise more; the suite's time grows with the region), whose
 // pages are small enough that writing three bytes of each is cheap. The
-// suite closes the allocators it is given.
+// suite closes the allocators it is given. The backing under the allocator
+// is not checked here: run TestBacking on it.
 //
 // The watchdog cannot interrupt a call that never returns (an allocator has
 // no goroutines of its own to release); such a case is reported as
