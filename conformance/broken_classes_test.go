@@ -8,10 +8,9 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/locus-go/locus/internal/race"
-
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/classes"
+	"github.com/locus-go/locus/internal/race"
 	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
 )
@@ -36,7 +35,8 @@ const (
 	clsSwallowsRejects                  // FreeChunk returns nil when it rejects handles
 )
 
-// brokenCls wraps a real allocator; its fields are the owner's.
+// brokenCls wraps a real allocator; its fields are the owner's, but for
+// once and first, which Snapshot reads from any goroutine.
 type brokenCls struct {
 	clsSubject
 	d      clsDefect
