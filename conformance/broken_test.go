@@ -94,26 +94,26 @@ type brokenComponent struct {
 }
 
 func transports(ctor func() (pool.Transport, error), free func()) func() ([]outcome, func()) {
-	return func() ([]outcome, func()) { return transportSuite().run(ctor, "broken_test.go"), free }
+	return func() ([]outcome, func()) { return transportSuite().lite().run(ctor, "broken_test.go"), free }
 }
 
 func ref(bd pool.Bounds, d defect) func() ([]outcome, func()) {
 	return func() ([]outcome, func()) {
 		ctor, free := newRef(bd, d)
-		return transportSuite().run(ctor, "broken_test.go"), free
+		return transportSuite().lite().run(ctor, "broken_test.go"), free
 	}
 }
 
 func backings(ctor func() (pool.Backing, error)) func() ([]outcome, func()) {
-	return func() ([]outcome, func()) { return backingSuite().run(ctor, "broken_test.go"), nil }
+	return func() ([]outcome, func()) { return backingSuite().lite().run(ctor, "broken_test.go"), nil }
 }
 
 func policies(ctor func() (pool.ReusePolicy, error)) func() ([]outcome, func()) {
-	return func() ([]outcome, func()) { return policySuite().run(ctor, "broken_test.go"), nil }
+	return func() ([]outcome, func()) { return policySuite().lite().run(ctor, "broken_test.go"), nil }
 }
 
 func pools(ctor func() (subject, error)) func() ([]outcome, func()) {
-	return func() ([]outcome, func()) { return poolSuite().run(ctor, "broken_test.go"), nil }
+	return func() ([]outcome, func()) { return poolSuite().lite().run(ctor, "broken_test.go"), nil }
 }
 
 func brokenComponents() []brokenComponent {
@@ -121,24 +121,23 @@ func brokenComponents() []brokenComponent {
 		// Transports.
 		{
 			name: "transport loses every fifth chunk",
-			want: catches(ErrLost, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "EmptyChunk", "ExactlyOnce",
-				"HandleValues", "Instances", "Retire", "RetiredForgotten", "ZeroAllocs"),
+			want: catches(ErrLost, "ChunkCopied", "ChunkLengths", "Churn", "DrainAfterSend", "EmptyChunk", "ExactlyOnce", "HandleValues", "Instances", "Retire", "RetiredForgotten", "Volume", "ZeroAllocs"),
 			run: transports(func() (pool.Transport, error) {
 				return &lossyTransport{Transport: mailbox.New()}, nil
 			}, nil),
 		},
 		{
 			name: "transport delivers a handle twice",
-			want: catches(ErrLost, "DrainAfterSend").and(ErrDuplicated, "ChunkCopied", "ChunkLengths", "DrainEmpty",
-				"EmptyChunk", "ExactlyOnce", "HandleValues", "Instances", "Retire", "RetiredForgotten", "ZeroAllocs"),
+			want: catches(ErrDuplicated, "ChunkCopied", "ChunkLengths", "Churn", "DrainEmpty", "EmptyChunk", "ExactlyOnce", "HandleValues", "Instances", "Retire", "RetiredForgotten", "Volume", "ZeroAllocs").and(ErrLost, "DrainAfterSend"),
 			run: transports(func() (pool.Transport, error) {
 				return dupTransport{mailbox.New()}, nil
 			}, nil),
 		},
 		{
 			name: "transport keeps the caller's chunk",
-			want: catches(ErrAliased, "ChunkCopied").and(ErrDuplicated, "ExactlyOnce").and(ErrLost, "RetiredForgotten").
-				and(ErrContract, "Close", "CloseWhileSending", "Retire").and(ErrAllocs, "ZeroAllocs"),
+			want: catches(ErrContract, "Close", "CloseWhileSending", "Retire").and(ErrLost, "RetiredForgotten").and(ErrAliased, "ChunkCopied").and(ErrDuplicated, "ExactlyOnce").and(ErrAllocs, "ZeroAllocs"),
+			// What a reused buffer turns into depends on when the Drain comes.
+			maybe: found{"Churn": nil, "Volume": nil},
 			run: transports(func() (pool.Transport, error) {
 				return &aliasingTransport{}, nil
 			}, nil),
@@ -146,12 +145,10 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "transport never returns from Send",
-			want: catches(ErrDeadlock, "ChunkCopied", "ChunkLengths", "Close", "CloseWhileSending", "DrainAfterSend",
-				"DrainEmpty", "EmptyChunk", "ExactlyOnce", "HandleValues", "Instances", "Retire", "RetiredForgotten",
-				"ZeroAllocs"),
+			want: catches(ErrDeadlock, "ChunkCopied", "ChunkLengths", "Churn", "Close", "CloseWhileSending", "DrainAfterSend", "DrainEmpty", "EmptyChunk", "ExactlyOnce", "HandleValues", "Instances", "Retire", "RetiredForgotten", "Volume", "ZeroAllocs"),
 			run: func() ([]outcome, func()) {
 				release := make(chan struct{})
-				return transportSuite().run(func() (pool.Transport, error) {
+				return transportSuite().lite().run(func() (pool.Transport, error) {
 					return stuckTransport{mailbox.New(), release}, nil
 				}, "broken_test.go"), func() { close(release) }
 			},
@@ -162,9 +159,10 @@ func brokenComponents() []brokenComponent {
 		{name: "reference transport, chunk queues", run: ref(boundedChunk, correct)},
 		{
 			name: "redelivers a queue's last item once",
-			want: catches(ErrDuplicated, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "DrainEmpty", "EmptyChunk",
-				"ExactlyOnce", "HandleValues", "Instances", "Retire"),
-			run: ref(unbounded, defectGhost),
+			want: catches(ErrDuplicated, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "DrainEmpty", "EmptyChunk", "ExactlyOnce", "HandleValues", "Instances", "Retire", "Volume"),
+			// Churn sees it when a producer's queue empties between its sends.
+			maybe: catches(ErrDuplicated, "Churn"),
+			run:   ref(unbounded, defectGhost),
 		},
 		{
 			name: "delivers one Drain late",
@@ -173,25 +171,23 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "holds sends back until 8 handles",
-			want: catches(ErrLost, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "DrainEmpty", "EmptyChunk",
-				"Instances", "Retire", "RetiredForgotten", "ZeroAllocs").and(ErrOrder, "ExactlyOnce"),
-			run: ref(unbounded, defectHoldBack),
+			want: catches(ErrLost, "ChunkCopied", "ChunkLengths", "Churn", "DrainAfterSend", "DrainEmpty", "EmptyChunk", "ExactlyOnce", "Instances", "Retire", "RetiredForgotten", "ZeroAllocs"),
+			run:  ref(unbounded, defectHoldBack),
 		},
 		{
 			name: "drops the last handle of long chunks",
-			want: catches(ErrLost, "ChunkCopied", "ChunkLengths", "ExactlyOnce", "Retire"),
+			want: catches(ErrLost, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "ExactlyOnce", "Retire", "ZeroAllocs"),
 			run:  ref(unbounded, defectTruncate),
 		},
 		{
 			name: "merges repeated handles",
-			want: catches(ErrLost, "DrainAfterSend", "ExactlyOnce", "HandleValues", "Retire", "RetiredForgotten"),
+			want: catches(ErrLost, "Churn", "DrainAfterSend", "ExactlyOnce", "HandleValues", "Retire", "RetiredForgotten"),
 			run:  ref(unbounded, defectMergeRepeats),
 		},
 		{
 			name: "loses the high bits of generations",
-			want: catches(ErrCorrupted, "ChunkCopied", "ChunkLengths", "DrainAfterSend", "DrainEmpty", "EmptyChunk",
-				"ExactlyOnce", "HandleValues", "Instances", "Retire"),
-			run: ref(unbounded, defectHighGen),
+			want: catches(ErrCorrupted, "ChunkCopied", "ChunkLengths", "Churn", "DrainAfterSend", "DrainEmpty", "EmptyChunk", "ExactlyOnce", "HandleValues", "Instances", "Retire", "Volume"),
+			run:  ref(unbounded, defectHighGen),
 		},
 		{
 			name: "delivers an empty chunk as a zero handle",
@@ -200,7 +196,7 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "delivers newest first",
-			want: catches(ErrOrder, "EmptyChunk", "ExactlyOnce", "HandleValues", "Retire"),
+			want: catches(ErrOrder, "ChunkLengths", "Churn", "EmptyChunk", "ExactlyOnce", "HandleValues", "Retire", "Volume"),
 			run:  ref(unbounded, defectNewestFirst),
 		},
 		{
@@ -292,7 +288,7 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "retiring drops pending handles",
-			want: catches(ErrLost, "Retire", "RetiredForgotten"),
+			want: catches(ErrLost, "Churn", "Retire", "RetiredForgotten"),
 			run:  ref(boundedHandle, defectRetireDrops),
 		},
 		{
@@ -312,7 +308,7 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "a Drain before any producer delivers a zero handle",
-			want: catches(ErrCorrupted, "DrainEmpty"),
+			want: catches(ErrCorrupted, "Churn", "DrainEmpty"),
 			run:  ref(unbounded, defectPhantom),
 		},
 		{
@@ -322,7 +318,7 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "a chunk of 2048 handles loses one",
-			want: catches(ErrLost, "ChunkLengths"),
+			want: catches(ErrLost, "ChunkCopied", "ChunkLengths"),
 			run:  ref(unbounded, defect2048),
 		},
 		{
@@ -332,9 +328,8 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "Send hands its chunk to the sink of the last Drain",
-			want: catches(ErrContract, "ChunkCopied", "ChunkLengths", "CloseWhileSending", "DrainAfterSend", "DrainEmpty",
-				"EmptyChunk", "ExactlyOnce", "Instances", "Retire", "RetiredForgotten", "ZeroAllocs"),
-			run: ref(unbounded, defectPutOnSend),
+			want: catches(ErrContract, "ChunkCopied", "ChunkLengths", "Churn", "CloseWhileSending", "DrainAfterSend", "DrainEmpty", "EmptyChunk", "ExactlyOnce", "Instances", "Retire", "RetiredForgotten", "ZeroAllocs"),
+			run:  ref(unbounded, defectPutOnSend),
 		},
 		{
 			name: "a Send woken by Close partway through a chunk waits on",
@@ -366,14 +361,14 @@ func brokenComponents() []brokenComponent {
 			name: "backing instances share memory",
 			want: catches(ErrAliased, "Disjoint").and(ErrContract, "Zeroed"),
 			run: func() ([]outcome, func()) {
-				return backingSuite().run(newSharedBackings(), "broken_test.go"), nil
+				return backingSuite().lite().run(newSharedBackings(), "broken_test.go"), nil
 			},
 		},
 		{
 			name: "backing recycles memory unzeroed",
 			want: catches(ErrContract, "Zeroed"),
 			run: func() ([]outcome, func()) {
-				return backingSuite().run(newRecyclingBackings(), "broken_test.go"), nil
+				return backingSuite().lite().run(newRecyclingBackings(), "broken_test.go"), nil
 			},
 		},
 		{
@@ -436,7 +431,7 @@ func brokenComponents() []brokenComponent {
 			name: "every third policy is unstable",
 			want: catches(ErrOrder, "StableOrder"),
 			run: func() ([]outcome, func()) {
-				return policySuite().run(newEveryThird(), "broken_test.go"), nil
+				return policySuite().lite().run(newEveryThird(), "broken_test.go"), nil
 			},
 		},
 
@@ -550,7 +545,7 @@ func brokenComponents() []brokenComponent {
 			name: "pools share block memory",
 			want: catches(ErrAliased, "ForeignHandle"),
 			run: func() ([]outcome, func()) {
-				return poolSuite().run(newSharedMemoryPools(), "broken_test.go"), nil
+				return poolSuite().lite().run(newSharedMemoryPools(), "broken_test.go"), nil
 			},
 		},
 		{
@@ -618,7 +613,7 @@ func TestSuiteRejectsBrokenComponents(t *testing.T) {
 							msgs = append(msgs, o.err.Error())
 						}
 					}
-					t.Errorf("got  %v\nwant %v\n%s", got, want, strings.Join(msgs, "\n"))
+					t.Errorf("component %q:\ngot  %v\nwant %v\n%s", c.name, got, want, strings.Join(msgs, "\n"))
 				}
 			})
 		})

@@ -87,7 +87,7 @@ func checkClose(r *plRun) error {
 			return err
 		}
 	}
-	lengths := closeLengths(bd, bounded)
+	lengths := closeLengths(bd, bounded, r.longest())
 	if err := senderFails("after Close, a sender with frees pending", used, h, lengths); err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func checkSenderRetire(r *plRun) error {
 			return violationf(ErrContract, "Sender.Close again = %v, want nil", err)
 		}
 	}
-	if err := senderFails("after Sender.Close", snd, hs[0], closeLengths(bd, bounded)); err != nil {
+	if err := senderFails("after Sender.Close", snd, hs[0], closeLengths(bd, bounded, r.longest())); err != nil {
 		return err
 	}
 	// The other sender still works, and what the retired one freed is

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -90,6 +91,16 @@ var transportCases = []testCase[pool.Transport]{
 		run:         checkExactlyOnce,
 	},
 	{
+		name:        "Churn",
+		explanation: "producers made, used and retired by the thousand, many live at once, racing each other and the owner's drains: every handle is delivered exactly once, each producer's in order, also the last ones a producer sends before it retires",
+		run:         checkChurn,
+	},
+	{
+		name:        "Volume",
+		explanation: "one instance carries millions of handles, past any counter, index or buffer wrap, and delivers each exactly once, in order, unchanged",
+		run:         checkVolume,
+	},
+	{
 		name:        "Instances",
 		explanation: "instances made by one constructor are independent: a handle is delivered only by the instance it was sent through, a full or closed instance does not affect another",
 		run:         checkInstances,
@@ -127,7 +138,7 @@ var transportCases = []testCase[pool.Transport]{
 	},
 	{
 		name:        "CloseReleasesBlocked",
-		explanation: "Close releases every producer blocked on a full bounded transport, on every send path",
+		explanation: "Close releases every producer blocked on a full bounded transport, on every send path, also one that a Drain woke and that blocked again",
 		run:         checkCloseReleases,
 	},
 	{
@@ -157,19 +168,23 @@ func fits(bd pool.Bounds, bounded bool, n int) bool {
 	return !bounded || bd.Chunked || n <= bd.Capacity
 }
 
-// chunkLengths returns the chunk lengths a case sweeps: every length from 1
-// to 40, the powers of two up to 2048 and their neighbours, a few others,
-// and for a bounded transport its capacity and batch, their neighbours and
-// small multiples.
-func chunkLengths(bd pool.Bounds, bounded bool) []int {
+// chunkLengths returns the chunk lengths a case sweeps, up to longest:
+// every length from 1 to 40, the powers of two and their neighbours,
+// multiples of 4096 and 1000, lengths drawn at random, and for a bounded
+// transport its capacity and batch, their neighbours and small multiples.
+func chunkLengths(bd pool.Bounds, bounded bool, longest int) []int {
 	var ls []int
 	for n := 1; n <= 40; n++ {
 		ls = append(ls, n)
 	}
-	for p := 64; p <= 2048; p *= 2 {
+	for p := 64; p <= 1<<14; p *= 2 {
 		ls = append(ls, p-1, p, p+1)
 	}
-	ls = append(ls, 48, 100, 333, 1000)
+	ls = append(ls, 48, 100, 333, 1000, 3000, 3*4096-1, 3*4096+1, 10000)
+	rng := rand.New(rand.NewPCG(uint64(bd.Capacity), uint64(bd.Batch)))
+	for range 6 {
+		ls = append(ls, 1+rng.IntN(longest))
+	}
 	if bounded {
 		for _, b := range []int{bd.Capacity, bd.Batch} {
 			for _, m := range []int{1, 2, 3} {
@@ -182,11 +197,19 @@ func chunkLengths(bd pool.Bounds, bounded bool) []int {
 	for len(ls) > 0 && ls[0] < 1 {
 		ls = ls[1:]
 	}
-	for len(ls) > 0 && ls[len(ls)-1] > 1<<14 {
+	for len(ls) > 0 && ls[len(ls)-1] > longest {
 		ls = ls[:len(ls)-1]
 	}
 	return ls
 }
+
+// maxChunk is the longest chunk the cases send: several times any node,
+// queue or batch size a transport is likely to have; lightChunk is the
+// longest in a light run.
+const (
+	maxChunk   = 20000
+	lightChunk = 2100
+)
 
 // scaled returns n, or a quarter of it under the race detector, which
 // slows the exchanges down about tenfold.
