@@ -91,6 +91,9 @@ type brokenComponent struct {
 	// onlyWithoutRace says why the component cannot be checked under the
 	// race detector, if it cannot.
 	onlyWithoutRace string
+	// outsideBubble runs the component outside a testing/synctest bubble
+	// (one that never blocks would stop the bubble's clock).
+	outsideBubble bool
 }
 
 func transports(ctor func() (pool.Transport, error), free func()) func() ([]outcome, func()) {
@@ -337,6 +340,78 @@ func brokenComponents() []brokenComponent {
 			run:  ref(boundedHandle, defectCloseMidChunk),
 		},
 
+		{
+			name: "drops the handle at each wrap of a 16-bit counter",
+			want: catches(ErrLost, "Volume", "ZeroAllocs"),
+			run:  ref(unbounded, defectWrap16),
+		},
+		{
+			name: "with 9 live producers a one-handle chunk comes twice",
+			want: catches(ErrDuplicated, "ExactlyOnce").and(ErrLost, "DrainAfterSend"),
+			// Churn sees it when 9 of its lanes' producers are live at once.
+			maybe: catches(ErrDuplicated, "Churn"),
+			run:   ref(unbounded, defectCrowdDup),
+		},
+		{
+			name: "chunks of more than 64 handles come one Drain late",
+			want: catches(ErrLost, "DrainAfterSend"),
+			run:  ref(unbounded, defectLongLate),
+		},
+		{
+			name: "producers after the 4th come one Drain late",
+			want: catches(ErrLost, "DrainAfterSend"),
+			run:  ref(unbounded, defectFifthLate),
+		},
+		{
+			name: "instance k shares queues with instance k-4",
+			want: catches(ErrContract, "Instances"),
+			run:  ref(unbounded, defectFourTables),
+		},
+		{
+			name: "retiring an idle producer leaks a goroutine",
+			want: catches(ErrRetained, "RetiredForgotten"),
+			run:  ref(unbounded, defectIdleLeak),
+		},
+		{
+			name: "Close misses a Send blocked the second time",
+			want: catches(ErrDeadlock, "CloseReleasesBlocked"),
+			// When Close comes, a producer may or may not be waiting.
+			maybe: catches(ErrDeadlock, "CloseWhileSending"),
+			run:   ref(boundedHandle, defectReblock),
+		},
+		{
+			name: "a queue holds one item more after 4 fills",
+			want: catches(ErrContract, "Capacity"),
+			run:  ref(boundedHandle, defectCapDrift),
+		},
+		{
+			name: "with 4 busy queues a Drain takes one item less",
+			want: catches(ErrContract, "BatchLimit").and(ErrLost, "DrainAfterSend"),
+			run:  ref(pool.Bounds{Capacity: 4, Batch: 3, PerProducer: true}, defectBatchSplit),
+		},
+		{
+			name: "a shared queue gives producers after the 3rd their own",
+			want: catches(ErrContract, "BatchLimit", "Capacity"),
+			run:  ref(boundedShared, defectPrivateAfter3),
+		},
+		{
+			name: "a Drain allocates when two queues hold items",
+			want: catches(ErrAllocs, "ZeroAllocs"),
+			run:  ref(unbounded, defectAllocMulti),
+		},
+		{
+			name: "a Send into a full queue spins",
+			want: catches(ErrContract, "Capacity"),
+			run:  ref(boundedHandle, defectSpin),
+			// In a bubble time stands still while the spinner runs.
+			outsideBubble: true,
+		},
+		{
+			name: "with 100 items pending the next overtakes them",
+			want: catches(ErrOrder, "ChunkLengths"),
+			run:  ref(unbounded, defectBacklog),
+		},
+
 		// Backings.
 		{
 			name: "backing overlaps blocks",
@@ -407,6 +482,42 @@ func brokenComponents() []brokenComponent {
 			}),
 		},
 
+		{
+			name: "backing skips zeroing while two instances are live",
+			want: catches(ErrContract, "Zeroed"),
+			run: func() ([]outcome, func()) {
+				return backingSuite().lite().run(newSpillBackings(), "broken_test.go"), nil
+			},
+		},
+		{
+			name: "backing instance k shares memory with instance k-4",
+			want: catches(ErrAliased, "Disjoint"),
+			run: func() ([]outcome, func()) {
+				return backingSuite().lite().run(newFourArenas(), "broken_test.go"), nil
+			},
+		},
+		{
+			name: "backing moves its blocks after 50000 calls",
+			want: catches(ErrContract, "Stable"),
+			run: backings(func() (pool.Backing, error) {
+				return &lateMoveBacking{Backing: mustHeapBacking(64, 8)}, nil
+			}),
+		},
+		{
+			name: "backing Len shrinks after 50000 calls",
+			want: catches(ErrContract, "Geometry"),
+			run: backings(func() (pool.Backing, error) {
+				return &lateLenBacking{Backing: mustHeapBacking(64, 8)}, nil
+			}),
+		},
+		{
+			name: "backing Close fails once the last byte was written",
+			want: catches(ErrContract, "CloseTwice"),
+			run: backings(func() (pool.Backing, error) {
+				return canaryBacking{mustHeapBacking(64, 8)}, nil
+			}),
+		},
+
 		// Policies.
 		{
 			name: "policy changes its order on every call",
@@ -432,6 +543,28 @@ func brokenComponents() []brokenComponent {
 			want: catches(ErrOrder, "StableOrder"),
 			run: func() ([]outcome, func()) {
 				return policySuite().lite().run(newEveryThird(), "broken_test.go"), nil
+			},
+		},
+
+		{
+			name: "policy changes its order after 50000 calls",
+			want: catches(ErrOrder, "StableOrder"),
+			run: policies(func() (pool.ReusePolicy, error) {
+				return lateFlipPolicy50k{new(int)}, nil
+			}),
+		},
+		{
+			name: "pool over a transport whose Drain allocates with two busy queues",
+			want: catches(ErrAllocs, "ZeroAllocs"),
+			run: func() ([]outcome, func()) {
+				ctor, free := newRef(unbounded, defectAllocMulti)
+				return poolSuite().lite().run(func() (subject, error) {
+					tr, err := ctor()
+					if err != nil {
+						return nil, err
+					}
+					return realPool(tr)
+				}, "broken_test.go"), free
 			},
 		},
 
@@ -584,7 +717,11 @@ func TestSuiteRejectsBrokenComponents(t *testing.T) {
 			if race.Enabled && c.onlyWithoutRace != "" {
 				t.Skip(c.onlyWithoutRace)
 			}
-			synctest.Test(t, func(t *testing.T) {
+			bubble := synctest.Test
+			if c.outsideBubble {
+				bubble = func(t *testing.T, f func(*testing.T)) { f(t) }
+			}
+			bubble(t, func(t *testing.T) {
 				outs, free := c.run()
 				if free != nil {
 					free()

@@ -67,7 +67,7 @@ var transportCases = []testCase[pool.Transport]{
 	},
 	{
 		name:        "ChunkLengths",
-		explanation: "a chunk of any length, from 1 to several times any node, queue or batch size, is delivered exactly, in order",
+		explanation: "a chunk of any length, from 1 to several times any node, queue or batch size, is delivered exactly, in order, also queued behind a short one, and so are hundreds of chunks pending at once",
 		run:         checkChunkLengths,
 	},
 	{
@@ -118,7 +118,7 @@ var transportCases = []testCase[pool.Transport]{
 	},
 	{
 		name:        "Capacity",
-		explanation: "a queue of a bounded transport holds exactly Capacity items, per producer or shared as Bounds says; TrySend publishes from the front what fits and reports pool.ErrFull; a Send into a full queue waits for a Drain",
+		explanation: "a queue of a bounded transport holds exactly Capacity items, per producer or shared by every producer as Bounds says, every time it is filled; TrySend publishes from the front what fits and reports pool.ErrFull; a Send into a full queue blocks (without spinning) until a Drain makes room",
 		run:         checkCapacity,
 	},
 	{

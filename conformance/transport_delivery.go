@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 
 	"github.com/locus-go/locus/pool"
 )
@@ -16,6 +17,7 @@ type worker struct {
 	prod pool.Producer
 	jobs chan job
 	done chan error
+	gid  atomic.Int64 // the worker goroutine's id, for spinning
 }
 
 // job is one Send; after runs on the worker right after a Send that
@@ -28,6 +30,7 @@ type job struct {
 func startWorker(c *crew, prod pool.Producer) *worker {
 	w := &worker{prod: prod, jobs: make(chan job), done: make(chan error, 1)}
 	c.Go(func() error {
+		w.gid.Store(goid())
 		for j := range w.jobs {
 			err := w.prod.Send(j.chunk)
 			if err == nil && j.after != nil {
@@ -332,6 +335,30 @@ func checkChunkLengths(r *trRun) error {
 		if err := sendAlone(ctx, tr, l, w, job{chunk: chunk}, chunk, !fits(bd, bounded, n)); err != nil {
 			return errors.Join(err, stopWorkers(ctx, &c, w))
 		}
+	}
+	// Hundreds of chunks pending at once, more than any node holds, then
+	// long ones behind them: all come, in order.
+	backlog, most := 300, 8
+	if bounded {
+		backlog = min(backlog, bd.Capacity)
+		if !bd.Chunked {
+			most = 1
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, uint64(backlog)))
+	for i := range backlog + 2 {
+		n := 1 + rng.IntN(most)
+		if i >= backlog && (!bounded || bd.Chunked) {
+			n = min(5000, r.longest()) // queued behind the backlog
+		}
+		chunk := freshChunk(src, 0, n)
+		if err := give(ctx, tr, l, w, job{chunk: chunk}, i >= backlog); err != nil {
+			return errors.Join(fmt.Errorf("chunk %d of a backlog of %d: %w", i, backlog, err), stopWorkers(ctx, &c, w))
+		}
+		l.sent[0] = append(l.sent[0], chunk...)
+	}
+	if err := l.settle(ctx, tr); err != nil {
+		return errors.Join(fmt.Errorf("a backlog of %d chunks: %w", backlog, err), stopWorkers(ctx, &c, w))
 	}
 	return stopWorkers(ctx, &c, w)
 }
