@@ -193,7 +193,7 @@ func newEveryThird() func() (pool.ReusePolicy, error) {
 	}
 }
 
-// spillBacking: instances come from their constructor's list of closed
+// spillBacking: instances of blocks blocks come from their constructor's list of closed
 // regions; a region is zeroed again only while fewer than two instances
 // are live (the "burst" path skips it).
 type spillBacking struct {
@@ -219,7 +219,7 @@ func (b *spillBacking) Close() error {
 	return nil
 }
 
-func newSpillBackings() func() (pool.Backing, error) {
+func newSpillBackings(blocks int) func() (pool.Backing, error) {
 	sp := &spillPool{}
 	return func() (pool.Backing, error) {
 		sp.mu.Lock()
@@ -233,7 +233,7 @@ func newSpillBackings() func() (pool.Backing, error) {
 				}
 			}
 		} else {
-			b.Backing = mustHeapBacking(64, 16)
+			b.Backing = mustHeapBacking(64, blocks)
 		}
 		sp.live++
 		return b, nil

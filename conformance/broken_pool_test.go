@@ -591,3 +591,19 @@ func (p silentPool) AllocBytes() (pool.Handle, []byte, error) {
 	}
 	return h, b, err
 }
+
+// backingPool builds a pool of a mailbox and LIFO reuse over the backings
+// newB makes.
+func backingPool(newB func() (pool.Backing, error)) func() (subject, error) {
+	return func() (subject, error) {
+		b, err := newB()
+		if err != nil {
+			return nil, err
+		}
+		p, err := pool.New(b, mailbox.New(), lifo.Policy{})
+		if err != nil {
+			return nil, err
+		}
+		return poolSubject[pool.Backing, *mailbox.Transport, lifo.Policy]{p}, nil
+	}
+}

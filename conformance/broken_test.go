@@ -486,7 +486,7 @@ func brokenComponents() []brokenComponent {
 			name: "backing skips zeroing while two instances are live",
 			want: catches(ErrContract, "Zeroed"),
 			run: func() ([]outcome, func()) {
-				return backingSuite().lite().run(newSpillBackings(), "broken_test.go"), nil
+				return backingSuite().lite().run(newSpillBackings(16), "broken_test.go"), nil
 			},
 		},
 		{
@@ -675,8 +675,34 @@ func brokenComponents() []brokenComponent {
 			run:  pools(wrapped(mailboxPool, func(s subject) subject { return undercountPool{s} })),
 		},
 		{
+			name: "pool over a backing that skips zeroing while two are live",
+			want: catches(ErrContract, "FreshOrder"),
+			run:  pools(backingPool(newSpillBackings(128))),
+		},
+		{
+			name: "pool over a backing whose Close fails once the last byte was written",
+			want: catches(ErrContract, "Close"),
+			run: pools(backingPool(func() (pool.Backing, error) {
+				return canaryBacking{mustHeapBacking(64, 128)}, nil
+			})),
+		},
+		{
+			name: "pool over a transport that leaks a goroutine per idle retiree",
+			want: catches(ErrRetained, "RetiredSendersForgotten"),
+			run: func() ([]outcome, func()) {
+				ctor, free := newRef(unbounded, defectIdleLeak)
+				return poolSuite().lite().run(func() (subject, error) {
+					tr, err := ctor()
+					if err != nil {
+						return nil, err
+					}
+					return realPool(tr)
+				}, "broken_test.go"), free
+			},
+		},
+		{
 			name: "pools share block memory",
-			want: catches(ErrAliased, "ForeignHandle"),
+			want: catches(ErrAliased, "ForeignHandle", "FreshOrder"),
 			run: func() ([]outcome, func()) {
 				return poolSuite().lite().run(newSharedMemoryPools(), "broken_test.go"), nil
 			},

@@ -159,6 +159,20 @@ func checkCloseWhileSending(r *trRun) error {
 	return t.check()
 }
 
+// closeGrace is how long a Send blocked when Close comes may take to
+// return: it should return at once.
+const closeGrace = 2 * time.Second
+
+// abortWorkers ends the workers' jobs without waiting for those still
+// blocked in the component: the case reports them and returns at once,
+// instead of holding on until the watchdog fires.
+func abortWorkers(ws ...*worker) error {
+	for _, w := range ws {
+		close(w.jobs)
+	}
+	return nil
+}
+
 func checkCloseReleases(r *trRun) error {
 	tr, ctx := r.x, r.ctx
 	bd, err := fillable(tr)
@@ -211,12 +225,16 @@ func checkCloseReleases(r *trRun) error {
 		letBlock()
 	}
 	_ = tr.Close() // see checkTransportClose
+	released := time.NewTimer(closeGrace)
+	defer released.Stop()
 	for p, w := range ws {
 		select {
 		case err := <-w.done:
 			if err != nil && !errors.Is(err, pool.ErrClosed) {
 				return errors.Join(violationf(ErrContract, "a Send of %d handles blocked on a full transport returned %v after Close, want nil or pool.ErrClosed", lens[p], err), stopWorkers(ctx, &c, ws...))
 			}
+		case <-released.C:
+			return errors.Join(violationf(ErrDeadlock, "a Send of %d handles blocked on a full transport was not released by Close within %v", lens[p], closeGrace), abortWorkers(ws...))
 		case <-ctx.Done():
 			return errors.Join(violationf(ErrDeadlock, "a Send of %d handles blocked on a full transport was not released by Close", lens[p]), stopWorkers(ctx, &c, ws...))
 		}
