@@ -607,3 +607,18 @@ func backingPool(newB func() (pool.Backing, error)) func() (subject, error) {
 		return poolSubject[pool.Backing, *mailbox.Transport, lifo.Policy]{p}, nil
 	}
 }
+
+// refPools runs the pool suite over pools of refTransports with bounds bd
+// and defect d.
+func refPools(bd pool.Bounds, d defect) func() ([]outcome, func()) {
+	return func() ([]outcome, func()) {
+		ctor, free := newRef(bd, d)
+		return poolSuite().lite().run(func() (subject, error) {
+			tr, err := ctor()
+			if err != nil {
+				return nil, err
+			}
+			return realPool(tr)
+		}, "broken_test.go"), free
+	}
+}

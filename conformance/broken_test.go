@@ -556,16 +556,7 @@ func brokenComponents() []brokenComponent {
 		{
 			name: "pool over a transport whose Drain allocates with two busy queues",
 			want: catches(ErrAllocs, "ZeroAllocs"),
-			run: func() ([]outcome, func()) {
-				ctor, free := newRef(unbounded, defectAllocMulti)
-				return poolSuite().lite().run(func() (subject, error) {
-					tr, err := ctor()
-					if err != nil {
-						return nil, err
-					}
-					return realPool(tr)
-				}, "broken_test.go"), free
-			},
+			run:  refPools(unbounded, defectAllocMulti),
 		},
 
 		// Pools.
@@ -689,16 +680,12 @@ func brokenComponents() []brokenComponent {
 		{
 			name: "pool over a transport that leaks a goroutine per idle retiree",
 			want: catches(ErrRetained, "RetiredSendersForgotten"),
-			run: func() ([]outcome, func()) {
-				ctor, free := newRef(unbounded, defectIdleLeak)
-				return poolSuite().lite().run(func() (subject, error) {
-					tr, err := ctor()
-					if err != nil {
-						return nil, err
-					}
-					return realPool(tr)
-				}, "broken_test.go"), free
-			},
+			run:  refPools(unbounded, defectIdleLeak),
+		},
+		{
+			name: "pool over a transport whose backlog is overtaken",
+			want: catches(ErrOrder, "ReuseOrder"),
+			run:  refPools(unbounded, defectBacklog),
 		},
 		{
 			name: "pools share block memory",

@@ -212,6 +212,48 @@ func reuseOrder(ctx context.Context, s subject) error {
 			}
 		}
 	}
+	// A backlog: one sender frees hundreds of blocks one by one, more
+	// chunks pending at once than any node holds, then the drains free
+	// them in its order.
+	if len(model) > 0 {
+		dst := make([]pool.Handle, len(model))
+		if err := s.AllocChunk(dst); err != nil {
+			return violationf(ErrContract, "AllocChunk of every free block: %v", err)
+		}
+		for k, h := range dst {
+			if want := take(); h.Index() != want {
+				return violationf(ErrOrder, "%v reuse gave block %d as item %d of a chunk, the free list's %s is block %d", order, h.Index(), k, end(order), want)
+			}
+		}
+		live = append(live, dst...)
+	}
+	k := min(len(live), 300)
+	if bounded {
+		k = min(k, bd.Capacity)
+	}
+	backlog := pick(k)
+	for _, h := range backlog {
+		if err := snd.Free(h); err != nil {
+			return violationf(ErrContract, "sender Free %d of a backlog of %d: %v", len(model), k, err)
+		}
+		model = append(model, h.Index())
+	}
+	for got := 0; got < k; {
+		m, err := s.Drain()
+		if err != nil || m == 0 {
+			return violationf(ErrLost, "drains freed %d of a backlog of %d remotely freed blocks (%v)", got, k, err)
+		}
+		got += m
+	}
+	for i := range k {
+		h, err := s.Alloc()
+		if err != nil {
+			return violationf(ErrContract, "Alloc %d after a backlog of %d: %v", i, k, err)
+		}
+		if want := take(); h.Index() != want {
+			return violationf(ErrOrder, "after a sender freed a backlog of %d blocks one by one, %v reuse gave block %d, the free list's %s is block %d: the drains did not free them in the sender's order", k, order, h.Index(), end(order), want)
+		}
+	}
 	return nil
 }
 

@@ -229,8 +229,11 @@ func checkRemote(r *plRun) error { return remoteExchange(r.ctx, r.x, false, 1) }
 // one per request would. The workers free about 16000 handles, or 2000
 // through a bounded transport (divided by part).
 func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) error {
-	const workers = 4
-	chunks := scaled(200) / part
+	workers := 4
+	if perRequest {
+		workers = 16 // many senders live at once, made and retired while the owner drains
+	}
+	chunks := scaled(800) / workers / part
 	budget := scaled(16000) / part
 	if _, bounded := s.bounds(); bounded {
 		budget /= 8
