@@ -688,6 +688,11 @@ func brokenComponents() []brokenComponent {
 			run:  refPools(unbounded, defectBacklog),
 		},
 		{
+			name: "pool over a transport whose Close misses a Send blocked the second time",
+			want: catches(ErrDeadlock, "Close"),
+			run:  refPools(boundedHandle, defectReblock),
+		},
+		{
 			name: "pools share block memory",
 			want: catches(ErrAliased, "ForeignHandle", "FreshOrder"),
 			run: func() ([]outcome, func()) {

@@ -120,8 +120,9 @@ type refProducer struct {
 	id      int
 	retired bool
 	sends   int
-	held    []pool.Handle // defectHoldBack
-	garbage []byte        // defectAllocs
+	held    []pool.Handle   // defectHoldBack
+	items   [][]pool.Handle // a Send's items
+	garbage []byte          // defectAllocs
 }
 
 // plainProducer hides TrySend (defectNotTry).
@@ -369,13 +370,15 @@ func (p *refProducer) Send(chunk []pool.Handle) error {
 		p.publish(chunk)
 		return nil
 	}
-	items := [][]pool.Handle{chunk}
+	p.items = append(p.items[:0], chunk) // reused: Send allocates nothing
 	if !t.bounds.Chunked {
-		items = items[:0]
+		p.items = p.items[:0]
 		for i := range chunk {
-			items = append(items, chunk[i:i+1])
+			p.items = append(p.items, chunk[i:i+1])
 		}
 	}
+	items := p.items
+	defer clear(p.items)
 	waits := 0
 	for i, item := range items {
 		for len(p.q.items) >= t.capacity() && t.defect != defectSendOverflows {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/locus-go/locus/pool"
@@ -140,19 +141,36 @@ func checkClose(r *plRun) error {
 	if m, err := snd.TryFreeChunk(one); m != 0 || !errors.Is(err, pool.ErrFull) {
 		return violationf(ErrContract, "TryFreeChunk into a full transport = (%d, %v), want (0, pool.ErrFull)", m, err)
 	}
+	// A per-handle queue gets a chunk longer than it holds: a Drain wakes
+	// the sender, which blocks again, and Close must release it then too.
+	long := one
+	if !bd.Chunked {
+		long = slices.Repeat(one, 2*bd.Capacity+1)
+	}
 	var c crew
 	c.Go(func() error {
-		if err := snd.FreeChunk(one); err != nil && !errors.Is(err, pool.ErrClosed) {
+		if err := snd.FreeChunk(long); err != nil && !errors.Is(err, pool.ErrClosed) {
 			return violationf(ErrContract, "a FreeChunk blocked on a full transport returned %v after the pool's Close, want nil or pool.ErrClosed", err)
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Millisecond) // let it block
-	for range 100 {
-		runtime.Gosched()
+	letBlock := func() {
+		time.Sleep(2 * time.Millisecond)
+		for range 100 {
+			runtime.Gosched()
+		}
 	}
+	letBlock()
+	_, _ = o.Drain() // frees the filler once and rejects its copies
+	letBlock()
 	if err := o.Close(); err != nil {
 		return errors.Join(violationf(ErrContract, "Close: %v", err), c.wait(ctx, "senders"))
+	}
+	for deadline := time.Now().Add(closeGrace); !c.finished(); {
+		if time.Now().After(deadline) {
+			return violationf(ErrDeadlock, "a sender blocked on a full transport was not released by the pool's Close within %v", closeGrace)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	return c.wait(ctx, "senders blocked on a full transport when the pool was closed were")
 }

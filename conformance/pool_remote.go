@@ -261,8 +261,14 @@ func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) e
 		}
 		c.Go(func() error {
 			var bad error
+			served := 0
+			defer func() {
+				if perRequest && snd != nil {
+					_ = snd.Close()
+				}
+			}()
 			for j := range jobs[w] {
-				if perRequest {
+				if perRequest && snd == nil {
 					var err error
 					if snd, err = s.NewSender(); err != nil {
 						return violationf(ErrContract, "NewSender on a worker: %v", err)
@@ -308,13 +314,16 @@ func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) e
 				if err != nil && bad == nil {
 					bad = violationf(ErrContract, "sender freeing %d handles: %v", len(j.hs), err)
 				}
-				if perRequest {
+				// A request's sender serves up to three jobs, so that
+				// every worker's is live most of the time.
+				if served++; perRequest && served%3 == 0 {
 					if err := snd.Close(); err != nil && bad == nil {
 						bad = violationf(ErrContract, "Sender.Close = %v, want nil", err)
 					}
 					if err := snd.FreeChunk(j.hs[:1]); !errors.Is(err, pool.ErrClosed) && bad == nil {
 						bad = violationf(ErrContract, "FreeChunk of a retired sender = %v, want pool.ErrClosed", err)
 					}
+					snd = nil
 				}
 				freedJobs.Add(1)
 				if ctx.Err() != nil {
