@@ -580,8 +580,8 @@ func brokenComponents() []brokenComponent {
 		{
 			name: "pool ignores generations",
 			want: catches(ErrLost, "ReuseOrder", "ZeroAllocs").and(ErrAliased, "Accounting", "ForeignHandle",
-				"StaleHandle").and(ErrAccounting, "DrainOnExhaustion", "RemoteExactlyOnce", "SenderRetire",
-				"TryFreeChunk").and(ErrContract, "Close", "ForgedHandle", "RemoteRejects", "RetiredSendersForgotten"),
+				"StaleHandle").and(ErrAccounting, "DrainOnExhaustion", "SenderRetire",
+				"TryFreeChunk").and(ErrContract, "Close", "ForgedHandle", "RemoteExactlyOnce", "RemoteRejects", "RetiredSendersForgotten"),
 			// What a pool broken everywhere does under workers depends on
 			// which blocks they hold at the time.
 			maybe: found{"Snapshot": nil},
@@ -691,6 +691,11 @@ func brokenComponents() []brokenComponent {
 			name: "pool over a transport whose Close misses a Send blocked the second time",
 			want: catches(ErrDeadlock, "Close"),
 			run:  refPools(boundedHandle, defectReblock),
+		},
+		{
+			name: "pool over a transport whose producers after the 4th come one Drain late",
+			want: catches(ErrLost, "RemoteExactlyOnce"),
+			run:  refPools(unbounded, defectFifthLate),
 		},
 		{
 			name: "pools share block memory",

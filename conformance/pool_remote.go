@@ -220,7 +220,55 @@ func checkDrainUntilSatisfied(r *plRun) error {
 	return nil
 }
 
-func checkRemote(r *plRun) error { return remoteExchange(r.ctx, r.x, false, 1) }
+func checkRemote(r *plRun) error {
+	if err := drainTakesAll(r.x); err != nil {
+		return err
+	}
+	return remoteExchange(r.ctx, r.x, false, 1)
+}
+
+// drainTakesAll has a dozen senders, more than any small table of them,
+// free a block each, then checks that one Drain frees every block freed
+// before it started (up to a bounded transport's batch).
+func drainTakesAll(s subject) error {
+	k := min(12, capacityOf(s))
+	want := k
+	if bd, bounded := s.bounds(); bounded && !bd.PerProducer {
+		k = min(k, bd.Capacity)
+		want = min(k, bd.Batch)
+	}
+	hs := make([]pool.Handle, k)
+	if err := s.AllocChunk(hs); err != nil {
+		return violationf(ErrContract, "AllocChunk: %v", err)
+	}
+	for i, h := range hs {
+		snd, err := s.NewSender()
+		if err != nil {
+			return violationf(ErrContract, "NewSender: %v", err)
+		}
+		if err := snd.Free(h); err != nil {
+			return violationf(ErrContract, "sender %d: Free: %v", i, err)
+		}
+		if err := snd.Close(); err != nil {
+			return violationf(ErrContract, "sender %d: Close: %v", i, err)
+		}
+	}
+	m, err := s.Drain()
+	if err != nil {
+		return violationf(ErrDuplicated, "a drain rejected handles freed once each: %v", err)
+	}
+	if m != want {
+		return violationf(ErrLost, "%d senders freed a block each, then one Drain freed %d, want %d: a Drain frees everything freed before it started", k, m, want)
+	}
+	for got := m; got < k; {
+		m, err := s.Drain()
+		if err != nil || m == 0 {
+			return violationf(ErrLost, "drains freed %d of %d blocks freed through senders (%v)", got, k, err)
+		}
+		got += m
+	}
+	return nil
+}
 
 // remoteExchange has workers free chunks the owner allocates, through their
 // own senders, while the owner allocates and drains, and checks that every
