@@ -11,10 +11,11 @@ import (
 )
 
 // TestBacking runs the backing suite: every block has the same non-zero
-// size with no spare capacity; blocks are zeroed (also in an instance made
-// after another was dirtied and closed), disjoint (within an instance and
-// across instances, by address and by content) and stable over thousands of
-// calls; and Close returns nil and may be called again. newB is called once per case, more
+// size with no spare capacity; blocks are zeroed (also in instances made
+// after others were dirtied and closed, with others live), disjoint (within
+// an instance and across several live instances, by address and by
+// content) and stable over a hundred thousand calls; and Close returns nil,
+// also after every byte was written, and may be called again. newB is called once per case, more
 // often where a case needs several instances.
 func TestBacking(t *testing.T, newB func(t *testing.T) pool.Backing) {
 	t.Helper()

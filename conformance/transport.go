@@ -15,7 +15,9 @@ import (
 //   - delivery: every handle a producer's Send accepted is delivered exactly
 //     once, in the order that producer sent it, with every field intact,
 //     repeats included, by many producers racing a draining owner, for
-//     chunk lengths from 1 to several times any node, queue or batch size;
+//     chunk lengths from 1 to several times any node, queue or batch size,
+//     by thousands of producers made and retired while the owner drains,
+//     and by one instance carrying millions of handles;
 //     a Drain delivers everything published before it started, and passes
 //     handles to the sink only while it runs; a chunk is copied at Send;
 //     instances are independent; Send and Drain allocate nothing in steady
