@@ -9,13 +9,24 @@ import (
 )
 
 // allocRuns is how many times an allocation case repeats the operation it
-// measures, in each of allocRounds rounds. A component that allocates once
-// every allocRuns calls or more often is caught; the count is a total, never
-// an average that integer division rounds to zero.
+// measures, in each of allocRounds rounds (lightAllocRuns in a light run).
+// A component that allocates once every allocRuns calls or more often is
+// caught; the count is a total, never an average that integer division
+// rounds to zero.
 const (
-	allocRuns   = 1000
-	allocRounds = 3
+	allocRuns      = 4096
+	lightAllocRuns = 256
+	allocRounds    = 3
 )
+
+// allocRuns is how many times the run's allocation cases repeat an
+// operation per round.
+func (r *run[X]) allocRuns() int {
+	if r.light {
+		return lightAllocRuns
+	}
+	return allocRuns
+}
 
 // mallocs counts the heap allocations of runs calls of op: the difference of
 // runtime.MemStats.Mallocs, with the collector off and one P, over
@@ -42,8 +53,8 @@ func mallocs(runs int, op func()) (least uint64, rounds [allocRounds]uint64) {
 }
 
 // noAllocs checks that op allocates nothing in steady state: it warms op up,
-// then counts. what names op in the violation.
-func noAllocs(what string, op func() error) error {
+// then counts runs calls per round. what names op in the violation.
+func noAllocs(runs int, what string, op func() error) error {
 	if race.Enabled {
 		return skip("the race runtime allocates on its own")
 	}
@@ -56,12 +67,12 @@ func noAllocs(what string, op func() error) error {
 	for range 64 {
 		call()
 	}
-	least, rounds := mallocs(allocRuns, call)
+	least, rounds := mallocs(runs, call)
 	if opErr != nil {
 		return fmt.Errorf("%s: %w", what, opErr)
 	}
 	if least != 0 {
-		return violationf(ErrAllocs, "%s: %d allocations in %d calls (rounds: %v), want 0", what, least, allocRuns, rounds)
+		return violationf(ErrAllocs, "%s: %d allocations in %d calls (rounds: %v), want 0", what, least, runs, rounds)
 	}
 	return nil
 }

@@ -11,10 +11,11 @@ import (
 )
 
 // TestBacking runs the backing suite: every block has the same non-zero
-// size with no spare capacity; blocks are zeroed (also in an instance made
-// after another was dirtied and closed), disjoint (within an instance and
-// across instances, by address and by content) and stable over thousands of
-// calls; and Close returns nil and may be called again. newB is called once per case, more
+// size with no spare capacity; blocks are zeroed (also in instances made
+// after others were dirtied and closed, with others live), disjoint (within
+// an instance and across several live instances, by address and by
+// content) and stable over a hundred thousand calls; and Close returns nil,
+// also after every byte was written, and may be called again. newB is called once per case, more
 // often where a case needs several instances.
 func TestBacking(t *testing.T, newB func(t *testing.T) pool.Backing) {
 	t.Helper()
@@ -45,7 +46,7 @@ var backingCases = []testCase[pool.Backing]{
 	},
 	{
 		name:        "Zeroed",
-		explanation: "a fresh backing's blocks read as zero, also one made after another instance was written all over and closed",
+		explanation: "a fresh backing's blocks read as zero, also one made after others were written all over and closed, while from none to several others are live",
 		run:         checkZeroed,
 	},
 	{
@@ -55,12 +56,12 @@ var backingCases = []testCase[pool.Backing]{
 	},
 	{
 		name:        "Stable",
-		explanation: "Block(i) returns the same memory, with what was written into it, on every call",
+		explanation: "Block(i) returns the same memory, with what was written into it, on every call (a hundred thousand calls)",
 		run:         checkStable,
 	},
 	{
 		name:        "CloseTwice",
-		explanation: "Close returns nil and may be called again without harm",
+		explanation: "Close returns nil, also after every byte of every block was written, and may be called again without harm",
 		run:         checkCloseTwice,
 	},
 }
@@ -71,7 +72,7 @@ func checkGeometry(r *bkRun) error {
 	if n <= 0 {
 		return violationf(ErrContract, "Len() = %d, want > 0", n)
 	}
-	for i := range 1000 {
+	for i := range everyTime {
 		if again := b.Len(); again != n {
 			return violationf(ErrContract, "Len() call %d = %d, the first %d", i+2, again, n)
 		}
@@ -105,31 +106,42 @@ func checkZeroed(r *bkRun) error {
 	if i, j, ok := allZero(r.x); !ok {
 		return violationf(ErrContract, "block %d byte %d of a fresh backing is %#x, want 0", i, j, r.x.Block(i)[j])
 	}
-	// Write all over one instance and close it: a backing that recycles
-	// memory must zero it again.
-	for i := range r.x.Len() {
-		fill(r.x.Block(i), 0xa5)
-	}
-	_ = r.x.Close() // CloseTwice checks what Close returns
-	for k := range 2 {
-		b, err := r.another()
-		if err != nil {
-			return err
-		}
-		if i, j, ok := allZero(b); !ok {
-			return violationf(ErrContract, "block %d byte %d of a backing made after another was written and closed is %#x, want 0 (instance %d)", i, j, b.Block(i)[j], k+2)
-		}
+	dirty := func(b pool.Backing, v byte) {
 		for i := range b.Len() {
-			fill(b.Block(i), 0x5a)
+			fill(b.Block(i), v)
 		}
-		_ = b.Close()
+	}
+	// Instances are made, written all over and closed in waves, with from
+	// none to several others live at the time: a backing that recycles
+	// memory must zero it again whatever else is live.
+	dirty(r.x, 0xa5)
+	live := []pool.Backing{r.x}
+	made := 1
+	for _, wave := range []struct{ keep, add int }{{1, 3}, {2, 2}, {0, 2}, {3, 3}, {1, 2}} {
+		for len(live) > wave.keep {
+			_ = live[len(live)-1].Close() // CloseTwice checks what Close returns
+			live = live[:len(live)-1]
+		}
+		for range wave.add {
+			b, err := r.another()
+			if err != nil {
+				return err
+			}
+			made++
+			if i, j, ok := allZero(b); !ok {
+				return violationf(ErrContract, "block %d byte %d of instance %d, made while %d others were live and after others were written all over and closed, is %#x, want 0",
+					i, j, made, len(live), b.Block(i)[j])
+			}
+			dirty(b, byte(made))
+			live = append(live, b)
+		}
 	}
 	return nil
 }
 
 func checkDisjoint(r *bkRun) error {
 	insts := []pool.Backing{r.x}
-	for range 2 {
+	for range liveInstances - 1 {
 		b, err := r.another()
 		if err != nil {
 			return err
@@ -200,7 +212,7 @@ func checkStable(r *bkRun) error {
 	// Each call returns the first call's memory, and what is written
 	// through one call is read through the next.
 	rng := rand.New(rand.NewPCG(7, 7))
-	for k := range max(4000, 3*n) {
+	for k := range max(everyTime, 3*n) {
 		i := k % n
 		if k >= 3*n {
 			i = rng.IntN(n)
@@ -222,12 +234,27 @@ func checkStable(r *bkRun) error {
 }
 
 func checkCloseTwice(r *bkRun) error {
+	// Every byte of every block is the user's: writing it all is no
+	// reason for Close to fail.
+	for i := range r.x.Len() {
+		fill(r.x.Block(i), 0xff)
+	}
 	if err := r.x.Close(); err != nil {
 		return violationf(ErrContract, "Close = %v, want nil", err)
 	}
 	_ = r.x.Close() // must not panic; an error is allowed
 	return nil
 }
+
+// everyTime is how many calls a case makes of a method that must return
+// the same on every call: enough that a component that changes its answer
+// after tens of thousands of calls is caught.
+const everyTime = 100_000
+
+// liveInstances is how many instances from one constructor a case keeps
+// live at once, so that instances sharing one of a few fixed resources are
+// caught.
+const liveInstances = 7
 
 func fill(b []byte, v byte) {
 	for j := range b {

@@ -192,3 +192,121 @@ func newEveryThird() func() (pool.ReusePolicy, error) {
 		return fixedPolicy(pool.LIFO), nil
 	}
 }
+
+// spillBacking: instances of blocks blocks come from their constructor's list of closed
+// regions; a region is zeroed again only while fewer than two instances
+// are live (the "burst" path skips it).
+type spillBacking struct {
+	*heap.Backing
+	pool   *spillPool
+	closed bool
+}
+
+type spillPool struct {
+	mu   sync.Mutex
+	live int
+	free []*heap.Backing
+}
+
+func (b *spillBacking) Close() error {
+	b.pool.mu.Lock()
+	defer b.pool.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		b.pool.live--
+		b.pool.free = append(b.pool.free, b.Backing)
+	}
+	return nil
+}
+
+func newSpillBackings(blocks int) func() (pool.Backing, error) {
+	sp := &spillPool{}
+	return func() (pool.Backing, error) {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		b := &spillBacking{pool: sp}
+		if k := len(sp.free); k > 0 {
+			b.Backing, sp.free = sp.free[k-1], sp.free[:k-1]
+			if sp.live < 2 {
+				for i := range b.Len() {
+					clear(b.Backing.Block(i))
+				}
+			}
+		} else {
+			b.Backing = mustHeapBacking(64, blocks)
+		}
+		sp.live++
+		return b, nil
+	}
+}
+
+// arenaBacking: instance k of a constructor shares its memory with instance
+// k-4, live or not.
+type arenaBacking struct{ *heap.Backing }
+
+func (arenaBacking) Close() error { return nil }
+
+func newFourArenas() func() (pool.Backing, error) {
+	var arenas []*heap.Backing
+	return func() (pool.Backing, error) {
+		k := len(arenas)
+		b := mustHeapBacking(64, 16)
+		if k >= 4 {
+			b = arenas[k-4]
+			for i := range b.Len() {
+				clear(b.Block(i))
+			}
+		}
+		arenas = append(arenas, b)
+		return arenaBacking{b}, nil
+	}
+}
+
+// lateMoveBacking returns copies of its blocks after 50000 Block calls.
+type lateMoveBacking struct {
+	*heap.Backing
+	calls int
+}
+
+func (b *lateMoveBacking) Block(i int) []byte {
+	if b.calls++; b.calls > 50000 {
+		return slices.Clone(b.Backing.Block(i))
+	}
+	return b.Backing.Block(i)
+}
+
+// lateLenBacking reports one block less after 50000 calls of Len.
+type lateLenBacking struct {
+	*heap.Backing
+	calls int
+}
+
+func (b *lateLenBacking) Len() int {
+	if b.calls++; b.calls > 50000 {
+		return b.Backing.Len() - 1
+	}
+	return b.Backing.Len()
+}
+
+// canaryBacking's Close fails when the last byte of its last block is not
+// zero (a misplaced overrun canary).
+type canaryBacking struct{ *heap.Backing }
+
+func (b canaryBacking) Close() error {
+	last := b.Block(b.Len() - 1)
+	if last != nil && last[len(last)-1] != 0 {
+		_ = b.Backing.Close()
+		return errors.New("canary overwritten")
+	}
+	return b.Backing.Close()
+}
+
+// lateFlipPolicy50k changes its order after 50000 calls.
+type lateFlipPolicy50k struct{ n *int }
+
+func (p lateFlipPolicy50k) Order() pool.Order {
+	if *p.n++; *p.n > 50000 {
+		return pool.FIFO
+	}
+	return pool.LIFO
+}

@@ -591,3 +591,34 @@ func (p silentPool) AllocBytes() (pool.Handle, []byte, error) {
 	}
 	return h, b, err
 }
+
+// backingPool builds a pool of a mailbox and LIFO reuse over the backings
+// newB makes.
+func backingPool(newB func() (pool.Backing, error)) func() (subject, error) {
+	return func() (subject, error) {
+		b, err := newB()
+		if err != nil {
+			return nil, err
+		}
+		p, err := pool.New(b, mailbox.New(), lifo.Policy{})
+		if err != nil {
+			return nil, err
+		}
+		return poolSubject[pool.Backing, *mailbox.Transport, lifo.Policy]{p}, nil
+	}
+}
+
+// refPools runs the pool suite over pools of refTransports with bounds bd
+// and defect d.
+func refPools(bd pool.Bounds, d defect) func() ([]outcome, func()) {
+	return func() ([]outcome, func()) {
+		ctor, free := newRef(bd, d)
+		return poolSuite().lite().run(func() (subject, error) {
+			tr, err := ctor()
+			if err != nil {
+				return nil, err
+			}
+			return realPool(tr)
+		}, "broken_test.go"), free
+	}
+}

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -54,6 +55,19 @@ const (
 	defectDropZero               // the zero handle marks an empty slot: it is never delivered
 	defectCloseMidChunk          // a Send that Close wakes partway through a chunk waits on
 	defectPutOnSend              // Send hands its chunk to the sink of the last Drain, at once
+	defectWrap16                 // the handle sent when the instance's 16-bit handle counter wraps is dropped
+	defectCrowdDup               // with 9 or more live producers, a one-handle chunk is published twice
+	defectLongLate               // chunks of more than 64 handles are delivered one Drain late
+	defectFifthLate              // producers after an instance's 4th are delivered one Drain late
+	defectFourTables             // instance k shares its queues with instance k-4 of the same constructor
+	defectIdleLeak               // retiring a producer that never sent leaks a goroutine
+	defectReblock                // a Send that blocks a second time is not released by Close
+	defectCapDrift               // a queue holds Capacity+1 items once 4*Capacity items went through the instance
+	defectBatchSplit             // with 4 or more queues holding items a Drain takes Batch-1 from each
+	defectPrivateAfter3          // a shared queue's producers after the 3rd get private queues
+	defectSpin                   // a Send into a full queue spins, yielding, instead of blocking
+	defectAllocMulti             // a Drain allocates when 2 or more queues hold items
+	defectBacklog                // with 100 or more items pending, a producer's next item overtakes them
 )
 
 // refCore is the state of a refTransport.
@@ -67,8 +81,13 @@ type refCore struct {
 	buf      []pool.Handle // a per-handle Drain's chunk
 	opens    int           // open instances sharing the core (defectGlobal)
 	lastPut  int
-	phantom  bool       // defectPhantom delivered its handle
-	lastSink *pool.Sink // defectPutOnSend
+	phantom  bool          // defectPhantom delivered its handle
+	lastSink *pool.Sink    // defectPutOnSend
+	carried  uint16        // handles carried (defectWrap16)
+	kept     []pool.Handle // defectWrap16: what is kept of an item
+	live     int           // producers not retired (defectCrowdDup)
+	pushed   int           // items pushed (defectCapDrift)
+	garbage  []*refQueue   // defectAllocMulti
 }
 
 type refQueue struct {
@@ -78,6 +97,8 @@ type refQueue struct {
 	mark    int // defectLag: items published before the last Drain
 	ghost   []pool.Handle
 	ghosted bool
+	late    []int // items that are one Drain late, by index (defectLongLate, defectFifthLate)
+	sent    bool  // defectIdleLeak
 }
 
 // refTransport is the transport; refBounded adds Bounds.
@@ -99,8 +120,9 @@ type refProducer struct {
 	id      int
 	retired bool
 	sends   int
-	held    []pool.Handle // defectHoldBack
-	garbage []byte        // defectAllocs
+	held    []pool.Handle   // defectHoldBack
+	items   [][]pool.Handle // a Send's items
+	garbage []byte          // defectAllocs
 }
 
 // plainProducer hides TrySend (defectNotTry).
@@ -130,7 +152,24 @@ func newRef(bd pool.Bounds, d defect) (func() (pool.Transport, error), func()) {
 	var cores []*refCore
 	ctor := func() (pool.Transport, error) {
 		t := &refTransport{bounds: bd, defect: d, release: release}
-		if d == defectGlobal {
+		mu.Lock()
+		made := len(cores)
+		mu.Unlock()
+		var shared *refCore
+		if d == defectFourTables && made >= 4 {
+			mu.Lock()
+			shared = cores[made-4]
+			mu.Unlock()
+			shared.mu.Lock()
+			closed := shared.closed
+			shared.mu.Unlock()
+			if closed {
+				shared = nil
+			}
+		}
+		if shared != nil {
+			t.c = shared
+		} else if d == defectGlobal {
 			globalCore.Lock()
 			if globalCore.c == nil || globalCore.c.opens == 0 {
 				globalCore.c = newRefCore(bd)
@@ -187,7 +226,7 @@ func (t *refTransport) bounded() bool { return t.bounds.Capacity > 0 }
 
 // capacity is how many items a queue holds.
 func (t *refTransport) capacity() int {
-	if t.defect == defectExtraSlot {
+	if t.defect == defectExtraSlot || t.defect == defectCapDrift && t.c.pushed >= 4*t.bounds.Capacity {
 		return t.bounds.Capacity + 1
 	}
 	return t.bounds.Capacity
@@ -205,7 +244,11 @@ func (t *refTransport) NewProducer() (pool.Producer, error) {
 	}
 	p := &refProducer{t: t, id: c.made}
 	c.made++
+	c.live++
 	switch {
+	case c.shared != nil && t.defect == defectPrivateAfter3 && p.id >= 3:
+		p.q = &refQueue{}
+		c.queues = append(c.queues, p.q)
 	case c.shared != nil:
 		p.q = c.shared
 	case t.defect == defectSharedQueue:
@@ -254,6 +297,42 @@ func (q *refQueue) push(hs []pool.Handle) {
 		buf, q.spare = q.spare[k-1][:0], q.spare[:k-1]
 	}
 	q.items = append(q.items, append(buf, hs...))
+	q.late = append(q.late, 0)
+}
+
+// publish pushes one item of p's, with the defects that act on publishing.
+func (p *refProducer) publish(item []pool.Handle) {
+	t, c, q := p.t, p.t.c, p.q
+	c.pushed++
+	q.sent = true
+	switch t.defect {
+	case defectWrap16:
+		c.kept = c.kept[:0]
+		for _, h := range item {
+			if c.carried++; c.carried != 0 {
+				c.kept = append(c.kept, h)
+			}
+		}
+		if item = c.kept; len(item) == 0 {
+			return
+		}
+	case defectCrowdDup:
+		if len(item) == 1 && c.live >= 9 {
+			q.push(item)
+		}
+	case defectBacklog:
+		if len(q.items) >= 100 {
+			q.push(item)
+			last := q.items[len(q.items)-1]
+			copy(q.items[1:], q.items[:len(q.items)-1])
+			q.items[0] = last
+			return
+		}
+	}
+	q.push(item)
+	if t.defect == defectLongLate && len(item) > 64 || t.defect == defectFifthLate && p.id >= 4 {
+		q.late[len(q.late)-1] = 1
+	}
 }
 
 func (p *refProducer) Send(chunk []pool.Handle) error {
@@ -288,27 +367,38 @@ func (p *refProducer) Send(chunk []pool.Handle) error {
 			c.lastSink.Put(chunk)
 			return nil
 		}
-		p.q.push(chunk)
+		p.publish(chunk)
 		return nil
 	}
-	items := [][]pool.Handle{chunk}
+	p.items = append(p.items[:0], chunk) // reused: Send allocates nothing
 	if !t.bounds.Chunked {
-		items = items[:0]
+		p.items = p.items[:0]
 		for i := range chunk {
-			items = append(items, chunk[i:i+1])
+			p.items = append(p.items, chunk[i:i+1])
 		}
 	}
+	items := p.items
+	defer clear(p.items)
+	waits := 0
 	for i, item := range items {
 		for len(p.q.items) >= t.capacity() && t.defect != defectSendOverflows {
-			if !p.open(len(chunk), false) && !(t.defect == defectCloseMidChunk && i > 0 && !released(t.release)) {
+			deaf := t.defect == defectCloseMidChunk && i > 0 || t.defect == defectReblock && waits > 0
+			if !p.open(len(chunk), false) && !(deaf && !released(t.release)) {
 				return pool.ErrClosed
+			}
+			waits++
+			if t.defect == defectSpin {
+				c.mu.Unlock()
+				runtime.Gosched()
+				c.mu.Lock()
+				continue
 			}
 			c.room.Wait()
 		}
 		if !p.open(len(chunk), false) {
 			return pool.ErrClosed
 		}
-		p.q.push(item)
+		p.publish(item)
 	}
 	return nil
 }
@@ -324,7 +414,7 @@ func (p *refProducer) TrySend(chunk []pool.Handle) (int, error) {
 		return 0, nil
 	}
 	if !t.bounded() {
-		p.q.push(chunk)
+		p.publish(chunk)
 		return len(chunk), nil
 	}
 	room := t.capacity() - len(p.q.items)
@@ -332,7 +422,7 @@ func (p *refProducer) TrySend(chunk []pool.Handle) (int, error) {
 		if room <= 0 {
 			return 0, pool.ErrFull
 		}
-		p.q.push(chunk)
+		p.publish(chunk)
 		return len(chunk), nil
 	}
 	n := min(max(room, 0), len(chunk))
@@ -340,7 +430,7 @@ func (p *refProducer) TrySend(chunk []pool.Handle) (int, error) {
 		n = 0
 	}
 	for i := range n {
-		p.q.push(chunk[i : i+1])
+		p.publish(chunk[i : i+1])
 	}
 	if n < len(chunk) {
 		return n, pool.ErrFull
@@ -359,6 +449,10 @@ func (p *refProducer) Close() error {
 		return nil
 	}
 	p.retired = true
+	c.live--
+	if p.t.defect == defectIdleLeak && !p.q.sent {
+		go func() { <-p.t.release }()
+	}
 	if p.q != c.shared && p.t.defect != defectSharedQueue {
 		p.q.retired = true
 	}
@@ -380,6 +474,15 @@ func (t *refTransport) Drain(sink *pool.Sink) {
 		c.phantom = true
 		sink.Put([]pool.Handle{{}})
 	}
+	busy := 0
+	for _, q := range c.queues {
+		if len(q.items) > 0 {
+			busy++
+		}
+	}
+	if t.defect == defectAllocMulti && busy >= 2 {
+		c.garbage = make([]*refQueue, 0, busy) // "the queues with work"
+	}
 	visited := 0
 	for _, q := range c.queues {
 		if t.defect == defectTwoQueues && len(q.items) > 0 {
@@ -391,8 +494,15 @@ func (t *refTransport) Drain(sink *pool.Sink) {
 		if t.defect == defectLag {
 			n, q.mark = q.mark, len(q.items)
 		}
+		if k := slices.Index(q.late, 1); k >= 0 {
+			n = min(n, k) // the late ones come with the next Drain
+		}
+		clear(q.late)
 		if t.bounded() {
 			n = min(n, t.bounds.Batch)
+			if t.defect == defectBatchSplit && busy >= 4 {
+				n = min(n, max(t.bounds.Batch-1, 1))
+			}
 			switch t.defect {
 			case defectFullBatch:
 				if len(q.items) >= t.bounds.Capacity {
@@ -427,6 +537,7 @@ func (t *refTransport) Drain(sink *pool.Sink) {
 		}
 		q.spare = append(q.spare, items...)
 		q.items = append(q.items[:0], q.items[n:]...)
+		q.late = q.late[:len(q.items)]
 		if t.defect == defectLag {
 			q.mark -= n
 		}

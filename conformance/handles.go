@@ -56,14 +56,29 @@ func newHandleSource(seed uint64) *handleSource {
 }
 
 // fresh returns a random handle no producer has been given, now producer p's.
+// Each field has a random number of significant bits, so that handles of
+// every shape come (small pool ids with large indexes, small generations,
+// ...): a transport that packs handles where a field looks small is caught.
 func (s *handleSource) fresh(p int) pool.Handle {
 	for {
-		h := mkHandle(s.rng.Uint32(), s.rng.Uint32(), s.rng.Uint64())
+		h := mkHandle(uint32(s.bits(32)), uint32(s.bits(32)), s.bits(64))
 		if _, taken := s.owner[h]; !taken {
 			s.owner[h] = p
 			return h
 		}
 	}
+}
+
+// bits returns a random value of a random number of significant bits, up
+// to width; full-width values half the time.
+func (s *handleSource) bits(width int) uint64 {
+	v := s.rng.Uint64()
+	if s.rng.IntN(2) == 0 {
+		v >>= 64 - 1 - s.rng.IntN(width)
+	} else {
+		v >>= 64 - width
+	}
+	return v
 }
 
 // claim gives h to producer p if nobody has it yet and reports whether p

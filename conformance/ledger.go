@@ -30,6 +30,35 @@ type ledger struct {
 	// passed to it at any other time are counted, not recorded.
 	draining atomic.Bool
 	outside  atomic.Int64
+	guard    putGuard
+}
+
+// putGuard catches a transport that calls one sink from several goroutines
+// at once: a sink is the owner's, and Drain passes it handles from one
+// goroutine at a time. Handles of an overlapping Put are counted, not
+// recorded.
+type putGuard struct {
+	in      atomic.Int32
+	overlap atomic.Int64
+}
+
+// enter reports whether the caller is alone in the sink; exit must follow.
+func (g *putGuard) enter(n int) bool {
+	if g.in.Add(1) != 1 {
+		g.overlap.Add(int64(n))
+		return false
+	}
+	return true
+}
+
+func (g *putGuard) exit() { g.in.Add(-1) }
+
+// check reports overlapping Puts.
+func (g *putGuard) check() error {
+	if n := g.overlap.Load(); n > 0 {
+		return violationf(ErrContract, "the transport called the sink from several goroutines at once (%d handles passed by overlapping calls): a sink is the owner's, called by one goroutine at a time", n)
+	}
+	return nil
 }
 
 func newLedger(src *handleSource, producers int) *ledger {
@@ -42,6 +71,10 @@ func newLedger(src *handleSource, producers int) *ledger {
 	l.sink = pool.NewSink(func(chunk []pool.Handle) {
 		if !l.draining.Load() {
 			l.outside.Add(int64(len(chunk)))
+			return
+		}
+		defer l.guard.exit()
+		if !l.guard.enter(len(chunk)) {
 			return
 		}
 		l.n += len(chunk)
@@ -65,6 +98,7 @@ type tally struct {
 	n        int
 	draining atomic.Bool
 	outside  atomic.Int64
+	guard    putGuard
 }
 
 // newTally returns a tally that also passes every handle to each, if set.
@@ -73,6 +107,10 @@ func newTally(each func(pool.Handle)) *tally {
 	t.sink = pool.NewSink(func(chunk []pool.Handle) {
 		if !t.draining.Load() {
 			t.outside.Add(int64(len(chunk)))
+			return
+		}
+		defer t.guard.exit()
+		if !t.guard.enter(len(chunk)) {
 			return
 		}
 		t.n += len(chunk)
@@ -99,7 +137,7 @@ func (t *tally) check() error {
 	if n := t.outside.Load(); n > 0 {
 		return violationf(ErrContract, "the transport passed %d handles to the sink outside Drain: a sink is the owner's, during Drain only", n)
 	}
-	return nil
+	return t.guard.check()
 }
 
 // drain drains tr once into the ledger and returns how many handles came.
@@ -158,6 +196,9 @@ func (l *ledger) settle(ctx context.Context, tr pool.Transport) error {
 func (l *ledger) verdict() error {
 	if n := l.outside.Load(); n > 0 {
 		return violationf(ErrContract, "the transport passed %d handles to the sink outside Drain: a sink is the owner's, during Drain only", n)
+	}
+	if err := l.guard.check(); err != nil {
+		return err
 	}
 	if len(l.strays) > 0 {
 		h := l.strays[0]

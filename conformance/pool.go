@@ -96,7 +96,7 @@ type plRun = run[subject]
 var poolCases = []testCase[subject]{
 	{
 		name:        "FreshOrder",
-		explanation: "a fresh pool hands out every block once, 0, 1, 2, ... under LIFO and n-1, n-2, ... under FIFO, then reports pool.ErrExhausted",
+		explanation: "a fresh pool hands out every block once, 0, 1, 2, ... under LIFO and n-1, n-2, ... under FIFO, then reports pool.ErrExhausted; its blocks read as zero, also in pools made after others were written all over and closed, while from none to several others are live",
 		run:         checkFresh,
 	},
 	{
@@ -161,7 +161,7 @@ var poolCases = []testCase[subject]{
 	},
 	{
 		name:        "RetiredSendersForgotten",
-		explanation: "thousands of retired senders, once drained, keep no memory and no goroutines in the pool or its transport",
+		explanation: "thousands of retired senders, idle ones too, once drained, keep no memory and no goroutines in the pool or its transport",
 		run:         checkRetiredSenders,
 		whole:       true,
 	},
@@ -177,7 +177,7 @@ var poolCases = []testCase[subject]{
 	},
 	{
 		name:        "Close",
-		explanation: "after Close every call fails with pool.ErrClosed, every send path of every sender too at every chunk length, closing twice is safe, and a sender blocked on a full bounded transport is released",
+		explanation: "Close succeeds after every byte of every block was written; after it every call fails with pool.ErrClosed, every send path of every sender too at every chunk length, closing twice is safe, and a sender blocked on a full bounded transport is released",
 		run:         checkClose,
 	},
 	{

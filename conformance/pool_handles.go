@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/locus-go/locus/pool"
 )
@@ -36,7 +37,69 @@ func checkFresh(r *plRun) error {
 	if _, err := s.Alloc(); !errors.Is(err, pool.ErrExhausted) {
 		return violationf(ErrDuplicated, "Alloc on a pool with every block live = %v, want pool.ErrExhausted", err)
 	}
-	return statsWant(s, n, uint64(n), 0, 0)
+	if err := statsWant(s, n, uint64(n), 0, 0); err != nil {
+		return err
+	}
+	return freshZeroed(r)
+}
+
+// freshZeroed checks that a fresh pool's blocks read as zero, also pools
+// made after others were written all over and closed, while from none to
+// several others are live.
+func freshZeroed(r *plRun) error {
+	// dirty allocates every block of s, checks it reads as zero and
+	// writes all over it.
+	// dirty allocates every block of pool number k, checks that they read
+	// as zero and then writes k all over them. marks are the numbers of
+	// the live pools: a byte of one of them is their memory showing
+	// through.
+	dirty := func(s subject, k int, marks []byte) error {
+		var blocks [][]byte
+		for range capacityOf(s) {
+			_, b, err := s.AllocBytes()
+			if errors.Is(err, pool.ErrExhausted) {
+				break
+			}
+			if err != nil {
+				return violationf(ErrContract, "AllocBytes: %v", err)
+			}
+			blocks = append(blocks, b)
+		}
+		for i, b := range blocks {
+			if j, ok := check(b, 0); !ok {
+				if slices.Contains(marks, b[j]) {
+					return violationf(ErrAliased, "byte %d of block %d of pool %d is %#x, written into a block of another live pool", j, i, k, b[j])
+				}
+				return violationf(ErrContract, "byte %d of block %d of pool %d, made while %d others were live and after others were written all over and closed, is %#x, want 0",
+					j, i, k, len(marks), b[j])
+			}
+		}
+		for _, b := range blocks {
+			fill(b, byte(k))
+		}
+		return nil
+	}
+	live := []subject{r.x}
+	marks := []byte{1} // r.x's blocks were never written
+	made := 1
+	for _, wave := range []struct{ keep, add int }{{0, 3}, {2, 2}, {0, 2}, {3, 3}, {1, 2}} {
+		for len(live) > wave.keep {
+			_ = live[len(live)-1].Close()
+			live, marks = live[:len(live)-1], marks[:len(marks)-1]
+		}
+		for range wave.add {
+			p, err := r.another()
+			if err != nil {
+				return err
+			}
+			made++
+			if err := dirty(p, made, marks); err != nil {
+				return err
+			}
+			live, marks = append(live, p), append(marks, byte(made))
+		}
+	}
+	return nil
 }
 
 func checkOrder(r *plRun) error { return reuseOrder(r.ctx, r.x) }
@@ -147,6 +210,48 @@ func reuseOrder(ctx context.Context, s subject) error {
 			for _, h := range chunk {
 				model = append(model, h.Index())
 			}
+		}
+	}
+	// A backlog: one sender frees hundreds of blocks one by one, more
+	// chunks pending at once than any node holds, then the drains free
+	// them in its order.
+	if len(model) > 0 {
+		dst := make([]pool.Handle, len(model))
+		if err := s.AllocChunk(dst); err != nil {
+			return violationf(ErrContract, "AllocChunk of every free block: %v", err)
+		}
+		for k, h := range dst {
+			if want := take(); h.Index() != want {
+				return violationf(ErrOrder, "%v reuse gave block %d as item %d of a chunk, the free list's %s is block %d", order, h.Index(), k, end(order), want)
+			}
+		}
+		live = append(live, dst...)
+	}
+	k := min(len(live), 300)
+	if bounded {
+		k = min(k, bd.Capacity)
+	}
+	backlog := pick(k)
+	for _, h := range backlog {
+		if err := snd.Free(h); err != nil {
+			return violationf(ErrContract, "sender Free %d of a backlog of %d: %v", len(model), k, err)
+		}
+		model = append(model, h.Index())
+	}
+	for got := 0; got < k; {
+		m, err := s.Drain()
+		if err != nil || m == 0 {
+			return violationf(ErrLost, "drains freed %d of a backlog of %d remotely freed blocks (%v)", got, k, err)
+		}
+		got += m
+	}
+	for i := range k {
+		h, err := s.Alloc()
+		if err != nil {
+			return violationf(ErrContract, "Alloc %d after a backlog of %d: %v", i, k, err)
+		}
+		if want := take(); h.Index() != want {
+			return violationf(ErrOrder, "after a sender freed a backlog of %d blocks one by one, %v reuse gave block %d, the free list's %s is block %d: the drains did not free them in the sender's order", k, order, h.Index(), end(order), want)
 		}
 	}
 	return nil

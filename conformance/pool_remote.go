@@ -220,7 +220,55 @@ func checkDrainUntilSatisfied(r *plRun) error {
 	return nil
 }
 
-func checkRemote(r *plRun) error { return remoteExchange(r.ctx, r.x, false, 1) }
+func checkRemote(r *plRun) error {
+	if err := drainTakesAll(r.x); err != nil {
+		return err
+	}
+	return remoteExchange(r.ctx, r.x, false, 1)
+}
+
+// drainTakesAll has a dozen senders, more than any small table of them,
+// free a block each, then checks that one Drain frees every block freed
+// before it started (up to a bounded transport's batch).
+func drainTakesAll(s subject) error {
+	k := min(12, capacityOf(s))
+	want := k
+	if bd, bounded := s.bounds(); bounded && !bd.PerProducer {
+		k = min(k, bd.Capacity)
+		want = min(k, bd.Batch)
+	}
+	hs := make([]pool.Handle, k)
+	if err := s.AllocChunk(hs); err != nil {
+		return violationf(ErrContract, "AllocChunk: %v", err)
+	}
+	for i, h := range hs {
+		snd, err := s.NewSender()
+		if err != nil {
+			return violationf(ErrContract, "NewSender: %v", err)
+		}
+		if err := snd.Free(h); err != nil {
+			return violationf(ErrContract, "sender %d: Free: %v", i, err)
+		}
+		if err := snd.Close(); err != nil {
+			return violationf(ErrContract, "sender %d: Close: %v", i, err)
+		}
+	}
+	m, err := s.Drain()
+	if err != nil {
+		return violationf(ErrDuplicated, "a drain rejected handles freed once each: %v", err)
+	}
+	if m != want {
+		return violationf(ErrLost, "%d senders freed a block each, then one Drain freed %d, want %d: a Drain frees everything freed before it started", k, m, want)
+	}
+	for got := m; got < k; {
+		m, err := s.Drain()
+		if err != nil || m == 0 {
+			return violationf(ErrLost, "drains freed %d of %d blocks freed through senders (%v)", got, k, err)
+		}
+		got += m
+	}
+	return nil
+}
 
 // remoteExchange has workers free chunks the owner allocates, through their
 // own senders, while the owner allocates and drains, and checks that every
@@ -229,8 +277,11 @@ func checkRemote(r *plRun) error { return remoteExchange(r.ctx, r.x, false, 1) }
 // one per request would. The workers free about 16000 handles, or 2000
 // through a bounded transport (divided by part).
 func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) error {
-	const workers = 4
-	chunks := scaled(200) / part
+	workers := 4
+	if perRequest {
+		workers = 16 // many senders live at once, made and retired while the owner drains
+	}
+	chunks := scaled(800) / workers / part
 	budget := scaled(16000) / part
 	if _, bounded := s.bounds(); bounded {
 		budget /= 8
@@ -258,8 +309,14 @@ func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) e
 		}
 		c.Go(func() error {
 			var bad error
+			served := 0
+			defer func() {
+				if perRequest && snd != nil {
+					_ = snd.Close()
+				}
+			}()
 			for j := range jobs[w] {
-				if perRequest {
+				if perRequest && snd == nil {
 					var err error
 					if snd, err = s.NewSender(); err != nil {
 						return violationf(ErrContract, "NewSender on a worker: %v", err)
@@ -305,13 +362,16 @@ func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) e
 				if err != nil && bad == nil {
 					bad = violationf(ErrContract, "sender freeing %d handles: %v", len(j.hs), err)
 				}
-				if perRequest {
+				// A request's sender serves up to three jobs, so that
+				// every worker's is live most of the time.
+				if served++; perRequest && served%3 == 0 {
 					if err := snd.Close(); err != nil && bad == nil {
 						bad = violationf(ErrContract, "Sender.Close = %v, want nil", err)
 					}
 					if err := snd.FreeChunk(j.hs[:1]); !errors.Is(err, pool.ErrClosed) && bad == nil {
 						bad = violationf(ErrContract, "FreeChunk of a retired sender = %v, want pool.ErrClosed", err)
 					}
+					snd = nil
 				}
 				freedJobs.Add(1)
 				if ctx.Err() != nil {

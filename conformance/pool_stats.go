@@ -472,7 +472,53 @@ func checkPoolAllocs(r *plRun) error {
 			return nil
 		}},
 	} {
-		if err := noAllocs(c.name, c.op); err != nil {
+		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
+			return err
+		}
+	}
+	// Long chunks, and several senders' queues holding blocks at once.
+	room := func() int { st := s.Stats(); return st.Capacity - st.Live }
+	for _, n := range []int{300, 1000} {
+		big := make([]pool.Handle, n)
+		if bd, ok := s.bounds(); (ok && !bd.Chunked && bd.Capacity < n) || room() < n {
+			continue
+		}
+		if err := noAllocs(100, fmt.Sprintf("AllocChunk of %d+sender FreeChunk+Drain", n), func() error {
+			if err := s.AllocChunk(big); err != nil {
+				return fail("AllocChunk", err)
+			}
+			if err := snd.FreeChunk(big); err != nil {
+				return fail("sender FreeChunk", err)
+			}
+			return drainAll(n)
+		}); err != nil {
+			return err
+		}
+	}
+	senders := []sender{snd}
+	if bd, ok := s.bounds(); !ok || bd.PerProducer || bd.Capacity >= 4 {
+		for range 3 {
+			o, err := s.NewSender()
+			if err != nil {
+				return violationf(ErrContract, "NewSender: %v", err)
+			}
+			defer o.Close()
+			senders = append(senders, o)
+		}
+	}
+	if len(senders) > 1 && room() >= len(senders) {
+		hs := make([]pool.Handle, len(senders))
+		if err := noAllocs(r.allocRuns(), fmt.Sprintf("AllocChunk+a Free by each of %d senders+Drain", len(senders)), func() error {
+			if err := s.AllocChunk(hs); err != nil {
+				return fail("AllocChunk", err)
+			}
+			for i, o := range senders {
+				if err := o.Free(hs[i]); err != nil {
+					return fail("sender Free", err)
+				}
+			}
+			return drainAll(len(hs))
+		}); err != nil {
 			return err
 		}
 	}

@@ -44,9 +44,28 @@ var measuring sync.RWMutex
 // run is one case's run: the instance, the watchdog's context, and a way to
 // get more instances from the same constructor.
 type run[X any] struct {
-	ctx  context.Context
-	x    X
-	reqs chan chan built[X]
+	ctx   context.Context
+	x     X
+	reqs  chan chan built[X]
+	light bool // see suite.light
+}
+
+// longest is the longest chunk the run's cases send.
+func (r *run[X]) longest() int {
+	if r.light {
+		return lightChunk
+	}
+	return maxChunk
+}
+
+// scaled returns n scaled for the run: a quarter of it under the race
+// detector, which slows exchanges down about tenfold, and a tenth in a
+// light run.
+func (r *run[X]) scaled(n int) int {
+	if r.light {
+		n /= 10
+	}
+	return scaled(n)
 }
 
 type built[X any] struct {
@@ -88,6 +107,16 @@ type suite[X any] struct {
 	// case may still use; release frees x once the case has returned.
 	abort   func(x X)
 	release func(x X)
+	// light shrinks the volume of the cases (the longest chunk, the
+	// number of rounds) for the suite's own tests, which run it over
+	// dozens of broken components: every check still runs, on less.
+	light bool
+}
+
+// lite returns s in light mode.
+func (s suite[X]) lite() suite[X] {
+	s.light = true
+	return s
 }
 
 // outcome is what one case found.
@@ -164,7 +193,7 @@ func (s suite[X]) runCase(c testCase[X], build func() (X, error), timeout time.D
 	insts := []X{first}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	r := &run[X]{ctx: ctx, x: first, reqs: make(chan chan built[X])}
+	r := &run[X]{ctx: ctx, x: first, reqs: make(chan chan built[X]), light: s.light}
 	done := make(chan error, 1)
 	go func() {
 		defer func() {

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -14,7 +15,9 @@ import (
 //   - delivery: every handle a producer's Send accepted is delivered exactly
 //     once, in the order that producer sent it, with every field intact,
 //     repeats included, by many producers racing a draining owner, for
-//     chunk lengths from 1 to several times any node, queue or batch size;
+//     chunk lengths from 1 to several times any node, queue or batch size,
+//     by thousands of producers made and retired while the owner drains,
+//     and by one instance carrying millions of handles;
 //     a Drain delivers everything published before it started, and passes
 //     handles to the sink only while it runs; a chunk is copied at Send;
 //     instances are independent; Send and Drain allocate nothing in steady
@@ -66,7 +69,7 @@ var transportCases = []testCase[pool.Transport]{
 	},
 	{
 		name:        "ChunkLengths",
-		explanation: "a chunk of any length, from 1 to several times any node, queue or batch size, is delivered exactly, in order",
+		explanation: "a chunk of any length, from 1 to several times any node, queue or batch size, is delivered exactly, in order, also queued behind a short one, and so are hundreds of chunks pending at once",
 		run:         checkChunkLengths,
 	},
 	{
@@ -90,6 +93,16 @@ var transportCases = []testCase[pool.Transport]{
 		run:         checkExactlyOnce,
 	},
 	{
+		name:        "Churn",
+		explanation: "producers made, used and retired by the thousand, many live at once, racing each other and the owner's drains: every handle is delivered exactly once, each producer's in order, also the last ones a producer sends before it retires",
+		run:         checkChurn,
+	},
+	{
+		name:        "Volume",
+		explanation: "one instance carries millions of handles, past any counter, index or buffer wrap, and delivers each exactly once, in order, unchanged",
+		run:         checkVolume,
+	},
+	{
 		name:        "Instances",
 		explanation: "instances made by one constructor are independent: a handle is delivered only by the instance it was sent through, a full or closed instance does not affect another",
 		run:         checkInstances,
@@ -107,7 +120,7 @@ var transportCases = []testCase[pool.Transport]{
 	},
 	{
 		name:        "Capacity",
-		explanation: "a queue of a bounded transport holds exactly Capacity items, per producer or shared as Bounds says; TrySend publishes from the front what fits and reports pool.ErrFull; a Send into a full queue waits for a Drain",
+		explanation: "a queue of a bounded transport holds exactly Capacity items, per producer or shared by every producer as Bounds says, every time it is filled; TrySend publishes from the front what fits and reports pool.ErrFull; a Send into a full queue blocks (without spinning) until a Drain makes room",
 		run:         checkCapacity,
 	},
 	{
@@ -127,7 +140,7 @@ var transportCases = []testCase[pool.Transport]{
 	},
 	{
 		name:        "CloseReleasesBlocked",
-		explanation: "Close releases every producer blocked on a full bounded transport, on every send path",
+		explanation: "Close releases every producer blocked on a full bounded transport, on every send path, also one that a Drain woke and that blocked again",
 		run:         checkCloseReleases,
 	},
 	{
@@ -157,19 +170,23 @@ func fits(bd pool.Bounds, bounded bool, n int) bool {
 	return !bounded || bd.Chunked || n <= bd.Capacity
 }
 
-// chunkLengths returns the chunk lengths a case sweeps: every length from 1
-// to 40, the powers of two up to 2048 and their neighbours, a few others,
-// and for a bounded transport its capacity and batch, their neighbours and
-// small multiples.
-func chunkLengths(bd pool.Bounds, bounded bool) []int {
+// chunkLengths returns the chunk lengths a case sweeps, up to longest:
+// every length from 1 to 40, the powers of two and their neighbours,
+// multiples of 4096 and 1000, lengths drawn at random, and for a bounded
+// transport its capacity and batch, their neighbours and small multiples.
+func chunkLengths(bd pool.Bounds, bounded bool, longest int) []int {
 	var ls []int
 	for n := 1; n <= 40; n++ {
 		ls = append(ls, n)
 	}
-	for p := 64; p <= 2048; p *= 2 {
+	for p := 64; p <= 1<<14; p *= 2 {
 		ls = append(ls, p-1, p, p+1)
 	}
-	ls = append(ls, 48, 100, 333, 1000)
+	ls = append(ls, 48, 100, 333, 1000, 3000, 3*4096-1, 3*4096+1, 10000)
+	rng := rand.New(rand.NewPCG(uint64(bd.Capacity), uint64(bd.Batch)))
+	for range 6 {
+		ls = append(ls, 1+rng.IntN(longest))
+	}
 	if bounded {
 		for _, b := range []int{bd.Capacity, bd.Batch} {
 			for _, m := range []int{1, 2, 3} {
@@ -182,11 +199,19 @@ func chunkLengths(bd pool.Bounds, bounded bool) []int {
 	for len(ls) > 0 && ls[0] < 1 {
 		ls = ls[1:]
 	}
-	for len(ls) > 0 && ls[len(ls)-1] > 1<<14 {
+	for len(ls) > 0 && ls[len(ls)-1] > longest {
 		ls = ls[:len(ls)-1]
 	}
 	return ls
 }
+
+// maxChunk is the longest chunk the cases send: several times any node,
+// queue or batch size a transport is likely to have; lightChunk is the
+// longest in a light run.
+const (
+	maxChunk   = 20000
+	lightChunk = 2100
+)
 
 // scaled returns n, or a quarter of it under the race detector, which
 // slows the exchanges down about tenfold.

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -91,6 +92,9 @@ func checkBounds(r *trRun) error {
 // queue that never fills.
 func fillItems(l *ledger, tp pool.TryProducer, p int, bd pool.Bounds, limit int) (int, error) {
 	lengths := []int{1, 3, 40, 200, 2}
+	if bd.Capacity <= 256 {
+		lengths = append(lengths, 300, 1, 1000) // long chunk items count one too
+	}
 	if !bd.Chunked && bd.Capacity > maxFilled {
 		// One handle, many times over: a large queue needs no more.
 		chunk := slices.Repeat(freshChunk(l.src, p, 1), limit)
@@ -131,8 +135,8 @@ func checkCapacity(r *trRun) error {
 	if err != nil {
 		return err
 	}
-	l := newLedger(newHandleSource(14), 3)
-	tps, err := tryProducers(tr, 3)
+	l := newLedger(newHandleSource(14), capacityProducers)
+	tps, err := tryProducers(tr, capacityProducers)
 	if err != nil {
 		return err
 	}
@@ -183,6 +187,10 @@ func checkCapacity(r *trRun) error {
 		}
 		return errors.Join(violationf(ErrContract, "a Send into a full queue returned (%v) without waiting for a Drain", err), stopWorkers(ctx, &c, w))
 	}
+	if spinning, states := spins(w.gid.Load()); spinning {
+		return errors.Join(violationf(ErrContract, "a Send into a full queue waits by spinning: its goroutine was %v at every look, never blocked", states[:3]),
+			awaitSend(ctx, tr, l, w, len(chunk), true), stopWorkers(ctx, &c, w))
+	}
 	if err := awaitSend(ctx, tr, l, w, len(chunk), true); err != nil {
 		return errors.Join(fmt.Errorf("a Send that waited for room: %w", err), stopWorkers(ctx, &c, w))
 	}
@@ -191,6 +199,12 @@ func checkCapacity(r *trRun) error {
 		return err
 	}
 	if err := l.settle(ctx, tr); err != nil {
+		return err
+	}
+	// Every time: the queue is drained and filled again, many times over,
+	// and holds exactly Capacity items each time; a shared queue is filled
+	// by many producers by turns.
+	if err := refill(ctx, r, l, tps, bd); err != nil {
 		return err
 	}
 	// TrySend publishes from the front what fits, and the room is back
@@ -217,6 +231,58 @@ func checkCapacity(r *trRun) error {
 	return l.verdict()
 }
 
+// capacityProducers is how many producers Capacity fills queues from.
+const capacityProducers = 6
+
+// refillCycles is how many times refill fills a queue.
+const refillCycles = 12
+
+// refill drains and fills the queues of tps refillCycles times, checking
+// each time that a queue holds exactly Capacity items: producer 0's
+// queue, or the shared queue, filled by every producer by turns.
+func refill(ctx context.Context, r *trRun, l *ledger, tps []pool.TryProducer, bd pool.Bounds) error {
+	if bd.Capacity > maxFilled {
+		return nil // filled with one TrySend, not item by item
+	}
+	for cycle := range refillCycles {
+		if err := l.drainDry(ctx, r.x); err != nil {
+			return err
+		}
+		if bd.PerProducer {
+			n, err := fillItems(l, tps[0], 0, bd, bd.Capacity+64)
+			if err != nil {
+				return err
+			}
+			if n != bd.Capacity {
+				return violationf(ErrContract, "fill %d of a queue (%d items through it so far): it took %d items before pool.ErrFull, Bounds says capacity %d", cycle+2, (cycle+1)*bd.Capacity, n, bd.Capacity)
+			}
+			continue
+		}
+		// The shared queue, by turns: each producer sends one item until
+		// one is refused; then every producer is refused.
+		items := 0
+		for p := 0; items <= bd.Capacity+64; p = (p + 1) % len(tps) {
+			n, err := fillItems(l, tps[p], p, bd, 1)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+			items++
+		}
+		if items != bd.Capacity {
+			return violationf(ErrContract, "fill %d of the shared queue by %d producers by turns: it took %d items before pool.ErrFull, Bounds says one queue of %d for all producers", cycle+2, len(tps), items, bd.Capacity)
+		}
+		for p, tp := range tps {
+			if n, err := fillItems(l, tp, p, bd, 1); n != 0 || err != nil {
+				return errors.Join(err, violationf(ErrContract, "the shared queue, full after producers filled it by turns, took an item from producer %d: Bounds says one queue of %d for all producers", p, bd.Capacity))
+			}
+		}
+	}
+	return l.drainDry(ctx, r.x)
+}
+
 func checkBatch(r *trRun) error {
 	tr, ctx := r.x, r.ctx
 	bd, err := fillable(tr)
@@ -226,11 +292,11 @@ func checkBatch(r *trRun) error {
 	if bd.Capacity > maxFilled {
 		return skip("a queue of %d items is too large to fill item by item", bd.Capacity)
 	}
+	const producers = 6 // more queues than any fixed split of the batch
 	queues := 1
 	if bd.PerProducer {
-		queues = 3
+		queues = producers
 	}
-	const producers = 3
 	src := newHandleSource(15)
 	l := newLedger(src, producers)
 	tps, err := tryProducers(tr, producers)
@@ -261,6 +327,9 @@ func checkBatch(r *trRun) error {
 			n := 1
 			if bd.Chunked {
 				n = 1 + (i%3)*2
+				if i%7 == 6 && bd.Capacity <= 256 {
+					n = 300 // a long chunk item counts one too
+				}
 			}
 			chunk := freshChunk(src, p, n)
 			got, err := tps[p].TrySend(chunk)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 
 	"github.com/locus-go/locus/pool"
 )
@@ -16,6 +17,7 @@ type worker struct {
 	prod pool.Producer
 	jobs chan job
 	done chan error
+	gid  atomic.Int64 // the worker goroutine's id, for spinning
 }
 
 // job is one Send; after runs on the worker right after a Send that
@@ -28,6 +30,7 @@ type job struct {
 func startWorker(c *crew, prod pool.Producer) *worker {
 	w := &worker{prod: prod, jobs: make(chan job), done: make(chan error, 1)}
 	c.Go(func() error {
+		w.gid.Store(goid())
 		for j := range w.jobs {
 			err := w.prod.Send(j.chunk)
 			if err == nil && j.after != nil {
@@ -144,7 +147,7 @@ func checkDrainEmpty(r *trRun) error {
 func checkDrainAfterSend(r *trRun) error {
 	tr, ctx := r.x, r.ctx
 	bd, bounded := boundsOf(tr)
-	const producers = 4
+	const producers = 12
 	src := newHandleSource(2)
 	l := newLedger(src, producers)
 	prods := make([]pool.Producer, producers)
@@ -189,7 +192,7 @@ func checkDrainAfterSend(r *trRun) error {
 		perQueue = min(bd.Capacity, bd.Batch)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	for iter := range scaled(400) {
+	for iter := range r.scaled(300) {
 		budget := perQueue
 		chunks := make([][]pool.Handle, producers)
 		for p := range producers {
@@ -202,11 +205,17 @@ func checkDrainAfterSend(r *trRun) error {
 			n := 1 + rng.IntN(8)
 			switch {
 			case !bounded:
-				if rng.IntN(8) == 0 {
+				switch rng.IntN(64) {
+				case 0, 1, 2, 3, 4, 5, 6, 7:
 					n = 1 + rng.IntN(64)
+				case 8:
+					n = 1 + rng.IntN(min(5000, r.longest()))
 				}
 			case bd.Chunked:
 				n = 1 + rng.IntN(40)
+				if rng.IntN(64) == 0 {
+					n = 1 + rng.IntN(min(5000, r.longest()))
+				}
 				budget-- // one item
 			case bd.PerProducer:
 				n = min(n, perQueue)
@@ -274,8 +283,8 @@ func lateOrLost(ctx context.Context, tr pool.Transport, l *ledger, err error) er
 	if !errors.Is(err, ErrLost) {
 		return err
 	}
-	if l.outside.Load() > 0 {
-		return l.verdict() // they went to the sink outside Drain
+	if l.outside.Load() > 0 || l.guard.overlap.Load() > 0 {
+		return l.verdict() // they went to the sink outside Drain, or overlapping
 	}
 	before := l.n
 	if derr := l.drainDry(ctx, tr); derr != nil {
@@ -308,12 +317,48 @@ func checkChunkLengths(r *trRun) error {
 	}
 	var c crew
 	w := startWorker(&c, prod)
-	for _, n := range chunkLengths(bd, bounded) {
+	// A chunk of one handle goes ahead of each chunk where both fit
+	// without a drain, so that a long chunk must queue behind a short one.
+	twoFit := func(n int) bool {
+		return !bounded || (bd.Chunked && bd.Capacity >= 2) || (!bd.Chunked && n+1 <= bd.Capacity)
+	}
+	for _, n := range chunkLengths(bd, bounded, r.longest()) {
+		if twoFit(n) {
+			lead := freshChunk(src, 0, 1)
+			if err := give(ctx, tr, l, w, job{chunk: lead}, false); err != nil {
+				return errors.Join(fmt.Errorf("a chunk of one handle ahead of one of %d: %w", n, err), stopWorkers(ctx, &c, w))
+			}
+			l.sent[0] = append(l.sent[0], lead...)
+		}
 		chunk := freshChunk(src, 0, n)
 		// The owner drains during the Send only if the chunk needs it.
 		if err := sendAlone(ctx, tr, l, w, job{chunk: chunk}, chunk, !fits(bd, bounded, n)); err != nil {
 			return errors.Join(err, stopWorkers(ctx, &c, w))
 		}
+	}
+	// Hundreds of chunks pending at once, more than any node holds, then
+	// long ones behind them: all come, in order.
+	backlog, most := 300, 8
+	if bounded {
+		backlog = min(backlog, bd.Capacity)
+		if !bd.Chunked {
+			most = 1
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, uint64(backlog)))
+	for i := range backlog + 2 {
+		n := 1 + rng.IntN(most)
+		if i >= backlog && (!bounded || bd.Chunked) {
+			n = min(5000, r.longest()) // queued behind the backlog
+		}
+		chunk := freshChunk(src, 0, n)
+		if err := give(ctx, tr, l, w, job{chunk: chunk}, i >= backlog); err != nil {
+			return errors.Join(fmt.Errorf("chunk %d of a backlog of %d: %w", i, backlog, err), stopWorkers(ctx, &c, w))
+		}
+		l.sent[0] = append(l.sent[0], chunk...)
+	}
+	if err := l.settle(ctx, tr); err != nil {
+		return errors.Join(fmt.Errorf("a backlog of %d chunks: %w", backlog, err), stopWorkers(ctx, &c, w))
 	}
 	return stopWorkers(ctx, &c, w)
 }
@@ -381,7 +426,6 @@ func checkCopied(r *trRun) error {
 	tr, ctx := r.x, r.ctx
 	bd, bounded := boundsOf(tr)
 	src := newHandleSource(7)
-	poisons := newHandleSource(8)
 	l := newLedger(src, 1)
 	prod, err := tr.NewProducer()
 	if err != nil {
@@ -389,22 +433,26 @@ func checkCopied(r *trRun) error {
 	}
 	var c crew
 	w := startWorker(&c, prod)
-	for _, n := range []int{1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 1000} {
+	lengths := chunkLengths(bd, bounded, r.longest())
+	// One set of poison handles, never sent, overwrites every chunk.
+	poisons := newHandleSource(8)
+	allPoison := make([]pool.Handle, lengths[len(lengths)-1])
+	for i := range allPoison {
+		for {
+			allPoison[i] = poisons.fresh(0)
+			if _, sent := src.owner[allPoison[i]]; !sent {
+				break
+			}
+		}
+		l.poison[allPoison[i]] = true
+	}
+	for _, n := range lengths {
 		if !fits(bd, bounded, n) {
 			continue
 		}
 		chunk := freshChunk(src, 0, n)
 		buf := slices.Clone(chunk)
-		poison := make([]pool.Handle, n)
-		for i := range poison {
-			for {
-				poison[i] = poisons.fresh(0)
-				if _, sent := src.owner[poison[i]]; !sent {
-					break
-				}
-			}
-			l.poison[poison[i]] = true
-		}
+		poison := allPoison[:n]
 		// The worker overwrites its chunk as soon as Send returns; the
 		// owner drains only after that.
 		if err := sendAlone(ctx, tr, l, w, job{chunk: buf, after: func() { copy(buf, poison) }}, chunk, false); err != nil {
@@ -456,19 +504,20 @@ func checkEmptyChunk(r *trRun) error {
 func checkExactlyOnce(r *trRun) error {
 	tr := r.x
 	bd, bounded := boundsOf(tr)
-	producers := 8
+	producers := 24 // more than any fixed table of producers
 	if bounded && !bd.PerProducer {
-		producers = min(max(producers, bd.Capacity+3), 24) // more producers than the shared queue holds
+		producers = min(max(producers, bd.Capacity+3), 32) // more producers than the shared queue holds
 	}
 	src := newHandleSource(10)
-	total := scaled(48000)
+	total := r.scaled(24000)
 	if bounded {
-		total = scaled(16000)
+		total = r.scaled(16000)
 	}
-	// The lengths of ChunkLengths up to a thousand or so, then random ones.
+	// The lengths of ChunkLengths (those that fit a bounded queue without
+	// waiting, for a per-handle one), then random ones.
 	var lengths []int
-	for _, n := range chunkLengths(bd, bounded) {
-		if n <= 1100 {
+	for _, n := range chunkLengths(bd, bounded, r.longest()) {
+		if n <= 1100 || !bounded || bd.Chunked {
 			lengths = append(lengths, n)
 		}
 	}
@@ -479,7 +528,7 @@ func checkExactlyOnce(r *trRun) error {
 
 // planExchange plans the chunks of producers: every length of lengths once,
 // dealt round-robin, then random lengths (mostly short, some up to a
-// thousand) until about total handles.
+// thousand) of about total handles more.
 func planExchange(src *handleSource, producers int, lengths []int, total int, seed uint64) [][][]pool.Handle {
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	plans := make([][][]pool.Handle, producers)
@@ -492,6 +541,7 @@ func planExchange(src *handleSource, producers int, lengths []int, total int, se
 	}
 	for i, n := range lengths {
 		add(i%producers, n)
+		total += n // the random lengths come on top
 	}
 	for total > 0 {
 		n := 1 + rng.IntN(16)
@@ -509,7 +559,7 @@ func planExchange(src *handleSource, producers int, lengths []int, total int, se
 func checkInstances(r *trRun) error {
 	ctx := r.ctx
 	insts := []pool.Transport{r.x}
-	for range 2 {
+	for range liveInstances - 1 {
 		tr, err := r.another()
 		if err != nil {
 			return err
@@ -630,12 +680,19 @@ func checkTransportAllocs(r *trRun) error {
 			return nil
 		}
 	}
-	for _, n := range []int{1, 16, 32, 33, 100} {
-		if !fits(bd, bounded, n) {
+	runs := r.allocRuns()
+	for _, n := range []int{1, 16, 32, 33, 100, 300, 1000, 5000} {
+		if !fits(bd, bounded, n) || n > r.longest() {
 			continue
 		}
+		// Long chunks are fewer: a burst allocating again every time is
+		// caught at once.
+		k := runs
+		if n > 100 {
+			k = 100
+		}
 		chunk := handles(n)
-		if err := noAllocs(fmt.Sprintf("Send of %d handles and its Drain", n), roundTrip(chunk, prod.Send)); err != nil {
+		if err := noAllocs(k, fmt.Sprintf("Send of %d handles and its Drain", n), roundTrip(chunk, prod.Send)); err != nil {
 			return err
 		}
 		if tp != nil {
@@ -645,17 +702,45 @@ func checkTransportAllocs(r *trRun) error {
 				}
 				return nil
 			}
-			if err := noAllocs(fmt.Sprintf("TrySend of %d handles and its Drain", n), roundTrip(chunk, trySend)); err != nil {
+			if err := noAllocs(k, fmt.Sprintf("TrySend of %d handles and its Drain", n), roundTrip(chunk, trySend)); err != nil {
 				return err
 			}
 		}
 	}
-	for range 63 {
+	// Several producers' queues hold items at once when the Drain comes.
+	senders := 4
+	if bounded && !bd.PerProducer {
+		senders = min(senders, bd.Capacity)
+	}
+	if senders >= 2 {
+		prods := []pool.Producer{prod}
+		for range senders - 1 {
+			p, err := tr.NewProducer()
+			if err != nil {
+				return violationf(ErrContract, "NewProducer: %v", err)
+			}
+			prods = append(prods, p)
+		}
+		chunk := handles(1)
+		all := func(c []pool.Handle) error {
+			for _, p := range prods {
+				if err := p.Send(c[:1]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := noAllocs(runs, fmt.Sprintf("Sends of one handle by %d producers and the Drains that deliver them", senders),
+			roundTrip(slices.Repeat(chunk, senders), all)); err != nil {
+			return err
+		}
+	}
+	for range 60 {
 		if _, err := tr.NewProducer(); err != nil {
 			return violationf(ErrContract, "NewProducer: %v", err)
 		}
 	}
-	return noAllocs("an idle Drain with 64 producers", func() error {
+	return noAllocs(runs, "an idle Drain with 64 producers", func() error {
 		t.drain(tr)
 		return nil
 	})
