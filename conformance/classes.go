@@ -2001,7 +2001,7 @@ func checkClassesAllocs(r *clCase) error {
 			return fail("Drain", err)
 		}},
 	} {
-		if err := noAllocs(op.name, op.op); err != nil {
+		if err := noAllocs(r.allocRuns(), op.name, op.op); err != nil {
 			return err
 		}
 	}

@@ -2246,7 +2246,7 @@ func checkPagesAllocs(r *pgCase) error {
 			return nil
 		}},
 	} {
-		if err := noAllocs(c.name, c.op); err != nil {
+		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
 			return err
 		}
 	}
@@ -2288,7 +2288,7 @@ func checkPagesAllocs(r *pgCase) error {
 			return fail("Unpin", in.Unpin(r))
 		}},
 	} {
-		if err := noAllocs(c.name, c.op); err != nil {
+		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
 			return err
 		}
 	}
