@@ -311,8 +311,11 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "a Drain before any producer delivers a zero handle",
-			want: catches(ErrCorrupted, "Churn", "DrainEmpty"),
-			run:  ref(unbounded, defectPhantom),
+			want: catches(ErrCorrupted, "DrainEmpty"),
+			// Churn sees it only if its owner drains before a lane made a
+			// producer.
+			maybe: catches(ErrCorrupted, "Churn"),
+			run:   ref(unbounded, defectPhantom),
 		},
 		{
 			name: "a Drain takes from two queues at most",
@@ -331,8 +334,11 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "Send hands its chunk to the sink of the last Drain",
-			want: catches(ErrContract, "ChunkCopied", "ChunkLengths", "Churn", "CloseWhileSending", "DrainAfterSend", "DrainEmpty", "EmptyChunk", "ExactlyOnce", "Instances", "Retire", "RetiredForgotten", "ZeroAllocs"),
-			run:  ref(unbounded, defectPutOnSend),
+			want: catches(ErrContract, "ChunkCopied", "ChunkLengths", "Churn", "DrainAfterSend", "DrainEmpty", "EmptyChunk", "ExactlyOnce", "Instances", "Retire", "RetiredForgotten", "ZeroAllocs"),
+			// CloseWhileSending sees it only if a Send lands after a Drain
+			// began and before Close; on a loaded machine none may.
+			maybe: catches(ErrContract, "CloseWhileSending"),
+			run:   ref(unbounded, defectPutOnSend),
 		},
 		{
 			name: "a Send woken by Close partway through a chunk waits on",
