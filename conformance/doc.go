@@ -11,6 +11,11 @@
 //	TestPolicy(t, newPolicy)       CheckPolicy(newPolicy)
 //	TestPool(t, newPool)           CheckPool(newPool)
 //
+// and one each for the allocators of several sizes built on pools:
+//
+//	TestClasses(t, newClasses)     CheckClasses(newClasses)
+//	TestPages(t, newPages)         CheckPages(newPages)
+//
 // A Test driver runs every case as a named subtest on fresh instances built by
 // the constructor, which receives the subtest's *testing.T (so it may call
 // t.Fatal); a case that checks that instances are independent calls it more
