@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/locus-go/locus/backing/heap"
+	"github.com/locus-go/locus/classes"
 	"github.com/locus-go/locus/conformance"
+	"github.com/locus-go/locus/pages"
 	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/mailbox"
@@ -30,6 +32,16 @@ func TestMain(m *testing.M) {
 	beforeFlags["CheckTransport"] = conformance.CheckTransport(func() (pool.Transport, error) { return mailbox.New(), nil })
 	beforeFlags["CheckPolicy"] = conformance.CheckPolicy(func() (pool.ReusePolicy, error) { return lifo.Policy{}, nil })
 	beforeFlags["CheckPool"] = conformance.CheckPool(newPool)
+	beforeFlags["CheckClasses"] = conformance.CheckClasses(func() (*classes.DefaultPool, error) {
+		return classes.Default([]classes.Class{{Size: 64, Blocks: 16}, {Size: 512, Blocks: 8}})
+	})
+	beforeFlags["CheckPages"] = conformance.CheckPages(func(cfg conformance.PagesConfig) (*pages.Pool, error) {
+		b, err := heap.New(64*64, 1)
+		if err != nil {
+			return nil, err
+		}
+		return pages.New(b, 64, cfg.Options()...)
+	})
 	os.Exit(m.Run())
 }
 
@@ -44,8 +56,8 @@ func newPool() (*pool.Pool[*heap.Backing, *mailbox.Transport, lifo.Policy], erro
 // TestCheckOutsideGoTest: the Check drivers work in a program that has not
 // set up the testing package.
 func TestCheckOutsideGoTest(t *testing.T) {
-	if len(beforeFlags) != 4 {
-		t.Fatalf("TestMain ran %d Check drivers, want 4", len(beforeFlags))
+	if len(beforeFlags) != 6 {
+		t.Fatalf("TestMain ran %d Check drivers, want 6", len(beforeFlags))
 	}
 	for name, err := range beforeFlags {
 		if err != nil {
