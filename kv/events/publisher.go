@@ -350,6 +350,10 @@ func (p *Publisher) publish(b *batch) {
 // life, and the socket's error if closing failed. Events the manager emits
 // after Close are counted as dropped. Only the owner may call it; later
 // calls return an error matching pool.ErrClosed.
+//
+// The ZMQ module's PUB socket keeps one idle goroutine of its own after it is
+// closed (its writer is never told to stop), so a program should make a
+// publisher for its life, not one per short task.
 func (p *Publisher) Close() error {
 	switch {
 	case p.queue == nil:
