@@ -706,6 +706,11 @@ func brokenComponents() []brokenComponent {
 			run:   refPools(unbounded, defectFifthLate),
 		},
 		{
+			name: "pool over a shared queue whose producers after the 3rd get private queues",
+			want: catches(ErrContract, "TryFreeChunk").and(ErrLost, "RemoteExactlyOnce"),
+			run:  refPools(boundedShared, defectPrivateAfter3),
+		},
+		{
 			name: "pools share block memory",
 			want: catches(ErrAliased, "ForeignHandle", "FreshOrder"),
 			run: func() ([]outcome, func()) {

@@ -676,5 +676,65 @@ func checkTryFree(r *plRun) error {
 		return violationf(ErrAccounting, "after TryFreeChunk and drains: live %d, submitted %d, drained %d, rejected %d, want 0 %d %d %d",
 			st.Live, st.RemoteSubmitted, st.RemoteDrained, st.Rejected, submitted, submitted, rejected)
 	}
+	if err := identities(st); err != nil {
+		return err
+	}
+	if bd.PerProducer {
+		return nil
+	}
+	return sharedQueueTurns(s, bd)
+}
+
+// sharedQueueTurns checks that a queue shared by every sender holds
+// Capacity items in all, however many senders take turns filling it: each
+// of several senders then finds it full.
+func sharedQueueTurns(s subject, bd pool.Bounds) error {
+	const senders = 6
+	snds := make([]sender, senders)
+	for i := range snds {
+		snd, err := s.NewSender()
+		if err != nil {
+			return violationf(ErrContract, "NewSender: %v", err)
+		}
+		snds[i] = snd
+	}
+	filler, err := s.Alloc()
+	if err != nil {
+		return violationf(ErrContract, "Alloc: %v", err)
+	}
+	before := s.Stats().RemoteDrained
+	one := []pool.Handle{filler}
+	for i := range bd.Capacity {
+		if m, err := snds[i%senders].TryFreeChunk(one); m != 1 || err != nil {
+			return violationf(ErrContract, "TryFreeChunk of item %d of %d into the shared queue, by sender %d of %d taking turns, = (%d, %v), want (1, nil)",
+				i+1, bd.Capacity, i%senders+1, senders, m, err)
+		}
+	}
+	for i, snd := range snds {
+		if m, err := snd.TryFreeChunk(one); m != 0 || !errors.Is(err, pool.ErrFull) {
+			return violationf(ErrContract, "the shared queue holds its capacity of %d items, sent by %d senders in turn, yet sender %d's TryFreeChunk = (%d, %v), want (0, pool.ErrFull)",
+				bd.Capacity, senders, i+1, m, err)
+		}
+	}
+	want := before + uint64(bd.Capacity)
+	for s.Stats().RemoteDrained < want {
+		m, err := s.Drain()
+		var rej *pool.RejectedError
+		if m == 0 && (err == nil || !errors.As(err, &rej)) {
+			return violationf(ErrLost, "drains took %d of the %d handles the senders sent into the shared queue (%v)", s.Stats().RemoteDrained-before, bd.Capacity, err)
+		}
+	}
+	for _, snd := range snds {
+		if err := snd.Close(); err != nil {
+			return violationf(ErrContract, "Sender.Close: %v", err)
+		}
+	}
+	if _, err := s.Bytes(filler); !errors.Is(err, pool.ErrStaleHandle) {
+		return violationf(ErrLost, "the handle sent into the shared queue is still live after the drains: %v", err)
+	}
+	st := s.Stats()
+	if st.Live != 0 || st.RemoteDrained != want {
+		return violationf(ErrAccounting, "after the senders' turns and drains: live %d, drained %d, want 0 and %d", st.Live, st.RemoteDrained, want)
+	}
 	return identities(st)
 }
