@@ -1921,22 +1921,6 @@ func checkClassesAllocs(r *clCase) error {
 		}
 		return nil
 	}
-	fail := func(what string, err error) error {
-		if err != nil {
-			return violationf(ErrContract, "%s: %v", what, err)
-		}
-		return nil
-	}
-	drainAll := func(want int) error {
-		for got, i := 0, 0; got < want; i++ {
-			n, err := c.Drain()
-			if err != nil || i > want {
-				return violationf(ErrLost, "%d of %d remotely freed blocks drained (%v)", got, want, err)
-			}
-			got += n
-		}
-		return nil
-	}
 	for _, op := range []struct {
 		name string
 		op   func() error
@@ -1944,32 +1928,32 @@ func checkClassesAllocs(r *clCase) error {
 		{"Alloc+Free", func() error {
 			h, err := c.Alloc(m.cls[1].Size)
 			if err != nil {
-				return fail("Alloc", err)
+				return contractErr("Alloc", err)
 			}
-			return fail("Free", c.Free(h))
+			return contractErr("Free", c.Free(h))
 		}},
 		{"AllocBytes+Bytes+Free", func() error {
 			h, _, err := c.AllocBytes(m.cls[0].Size)
 			if err != nil {
-				return fail("AllocBytes", err)
+				return contractErr("AllocBytes", err)
 			}
 			if _, err := c.Bytes(h); err != nil {
-				return fail("Bytes", err)
+				return contractErr("Bytes", err)
 			}
-			return fail("Free", c.Free(h))
+			return contractErr("Free", c.Free(h))
 		}},
 		{"AllocClass+Free", func() error {
 			h, err := c.AllocClass(len(m.cls)-1, 1)
 			if err != nil {
-				return fail("AllocClass", err)
+				return contractErr("AllocClass", err)
 			}
-			return fail("Free", c.Free(h))
+			return contractErr("Free", c.Free(h))
 		}},
 		{"FreeChunk of a mixed chunk", func() error {
 			if err := fill(); err != nil {
 				return err
 			}
-			return fail("FreeChunk", c.FreeChunk(chunk))
+			return contractErr("FreeChunk", c.FreeChunk(chunk))
 		}},
 		{"a rejected Free", func() error {
 			if err := c.Free(stale); !errors.Is(err, pool.ErrStaleHandle) {
@@ -1982,23 +1966,23 @@ func checkClassesAllocs(r *clCase) error {
 				return err
 			}
 			if err := snd.FreeChunk(chunk); err != nil {
-				return fail("sender FreeChunk", err)
+				return contractErr("sender FreeChunk", err)
 			}
-			return drainAll(len(chunk))
+			return drainBlocks(c.Drain, len(chunk))
 		}},
 		{"sender Free+Drain", func() error {
 			h, err := c.Alloc(1)
 			if err != nil {
-				return fail("Alloc", err)
+				return contractErr("Alloc", err)
 			}
 			if err := snd.Free(h); err != nil {
-				return fail("sender Free", err)
+				return contractErr("sender Free", err)
 			}
-			return drainAll(1)
+			return drainBlocks(c.Drain, 1)
 		}},
 		{"an idle Drain", func() error {
 			_, err := c.Drain()
-			return fail("Drain", err)
+			return contractErr("Drain", err)
 		}},
 	} {
 		if err := noAllocs(r.allocRuns(), op.name, op.op); err != nil {

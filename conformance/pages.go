@@ -2203,12 +2203,6 @@ func checkPagesAllocs(r *pgCase) error {
 	if err := m.free(stale); err != nil {
 		return err
 	}
-	fail := func(what string, err error) error {
-		if err != nil {
-			return violationf(ErrContract, "%s: %v", what, err)
-		}
-		return nil
-	}
 	// Owner calls on a region with room.
 	for _, c := range []struct {
 		name string
@@ -2217,22 +2211,22 @@ func checkPagesAllocs(r *pgCase) error {
 		{"Alloc+Free", func() error {
 			r, err := in.alloc(5, kvCache)
 			if err != nil {
-				return fail("Alloc", err)
+				return contractErr("Alloc", err)
 			}
-			return fail("Free", in.Free(r))
+			return contractErr("Free", in.Free(r))
 		}},
 		{"Pin+Unpin", func() error {
 			if err := in.Pin(keep.r); err != nil {
-				return fail("Pin", err)
+				return contractErr("Pin", err)
 			}
-			return fail("Unpin", in.Unpin(keep.r))
+			return contractErr("Unpin", in.Unpin(keep.r))
 		}},
 		{"Pins+Bytes+Span+Content", func() error {
 			_, e1 := in.Pins(keep.r)
 			_, e2 := in.Bytes(keep.r)
 			_, _, e3 := in.Span(keep.r)
 			_, e4 := in.Content(keep.r)
-			return fail("a read of a live run", errors.Join(e1, e2, e3, e4))
+			return contractErr("a read of a live run", errors.Join(e1, e2, e3, e4))
 		}},
 		{"a rejected Free", func() error {
 			if err := in.Free(stale.r); !errors.Is(err, pool.ErrStaleHandle) {
@@ -2259,16 +2253,16 @@ func checkPagesAllocs(r *pgCase) error {
 	again := func() error {
 		r, err := in.alloc(m.pages-3, kvCache)
 		if err != nil {
-			return fail("Alloc of the evictable rest of the region", err)
+			return contractErr("Alloc of the evictable rest of the region", err)
 		}
 		if len(log.runs) != 1 {
 			return violationf(ErrContract, "making room for %d pages evicted %d runs, want the one run there", m.pages-3, len(log.runs))
 		}
 		log.runs, log.conts = log.runs[:0], log.conts[:0]
-		return fail("Unpin", in.Unpin(r))
+		return contractErr("Unpin", in.Unpin(r))
 	}
 	if err := in.Unpin(m.live[len(m.live)-1].r); err != nil {
-		return fail("Unpin", err)
+		return contractErr("Unpin", err)
 	}
 	log.runs, log.conts = log.runs[:0], log.conts[:0]
 	for _, c := range []struct {
@@ -2283,9 +2277,9 @@ func checkPagesAllocs(r *pgCase) error {
 			log.runs, log.conts = log.runs[:0], log.conts[:0]
 			r, err := in.alloc(m.pages-3, kvCache)
 			if err != nil {
-				return fail("Alloc", err)
+				return contractErr("Alloc", err)
 			}
-			return fail("Unpin", in.Unpin(r))
+			return contractErr("Unpin", in.Unpin(r))
 		}},
 	} {
 		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {

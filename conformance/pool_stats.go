@@ -385,23 +385,6 @@ func checkPoolAllocs(r *plRun) error {
 	if err := s.Free(stale); err != nil {
 		return violationf(ErrContract, "Free: %v", err)
 	}
-	fail := func(what string, err error) error {
-		if err != nil {
-			return violationf(ErrContract, "%s: %v", what, err)
-		}
-		return nil
-	}
-	// drainAll drains until want blocks came back.
-	drainAll := func(want int) error {
-		for got, i := 0, 0; got < want; i++ {
-			m, err := s.Drain()
-			if err != nil || i > want {
-				return violationf(ErrLost, "%d of %d remotely freed blocks drained (%v)", got, want, err)
-			}
-			got += m
-		}
-		return nil
-	}
 	for _, c := range []struct {
 		name string
 		op   func() error
@@ -409,25 +392,25 @@ func checkPoolAllocs(r *plRun) error {
 		{"Alloc+Free", func() error {
 			h, err := s.Alloc()
 			if err != nil {
-				return fail("Alloc", err)
+				return contractErr("Alloc", err)
 			}
-			return fail("Free", s.Free(h))
+			return contractErr("Free", s.Free(h))
 		}},
 		{"AllocBytes+Bytes+Free", func() error {
 			h, _, err := s.AllocBytes()
 			if err != nil {
-				return fail("AllocBytes", err)
+				return contractErr("AllocBytes", err)
 			}
 			if _, err := s.Bytes(h); err != nil {
-				return fail("Bytes", err)
+				return contractErr("Bytes", err)
 			}
-			return fail("Free", s.Free(h))
+			return contractErr("Free", s.Free(h))
 		}},
 		{"AllocChunk+FreeChunk", func() error {
 			if err := s.AllocChunk(chunk); err != nil {
-				return fail("AllocChunk", err)
+				return contractErr("AllocChunk", err)
 			}
-			return fail("FreeChunk", s.FreeChunk(chunk))
+			return contractErr("FreeChunk", s.FreeChunk(chunk))
 		}},
 		{"a rejected Free", func() error {
 			if err := s.Free(stale); !errors.Is(err, pool.ErrStaleHandle) {
@@ -437,34 +420,34 @@ func checkPoolAllocs(r *plRun) error {
 		}},
 		{"AllocChunk+sender FreeChunk+Drain", func() error {
 			if err := s.AllocChunk(chunk); err != nil {
-				return fail("AllocChunk", err)
+				return contractErr("AllocChunk", err)
 			}
 			if err := snd.FreeChunk(chunk); err != nil {
-				return fail("sender FreeChunk", err)
+				return contractErr("sender FreeChunk", err)
 			}
-			return drainAll(len(chunk))
+			return drainBlocks(s.Drain, len(chunk))
 		}},
 		{"Alloc+sender Free+Drain", func() error {
 			if err := s.AllocChunk(one); err != nil {
-				return fail("AllocChunk", err)
+				return contractErr("AllocChunk", err)
 			}
 			if err := snd.Free(one[0]); err != nil {
-				return fail("sender Free", err)
+				return contractErr("sender Free", err)
 			}
-			return drainAll(1)
+			return drainBlocks(s.Drain, 1)
 		}},
 		{"AllocChunk+sender TryFreeChunk+Drain", func() error {
 			if err := s.AllocChunk(chunk); err != nil {
-				return fail("AllocChunk", err)
+				return contractErr("AllocChunk", err)
 			}
 			if m, err := snd.TryFreeChunk(chunk); m != len(chunk) || err != nil {
 				return violationf(ErrContract, "TryFreeChunk into an empty transport = (%d, %v)", m, err)
 			}
-			return drainAll(len(chunk))
+			return drainBlocks(s.Drain, len(chunk))
 		}},
 		{"an idle Drain", func() error {
 			_, err := s.Drain()
-			return fail("Drain", err)
+			return contractErr("Drain", err)
 		}},
 		{"Stats and Snapshot", func() error {
 			s.Stats()
@@ -485,12 +468,12 @@ func checkPoolAllocs(r *plRun) error {
 		}
 		if err := noAllocs(100, fmt.Sprintf("AllocChunk of %d+sender FreeChunk+Drain", n), func() error {
 			if err := s.AllocChunk(big); err != nil {
-				return fail("AllocChunk", err)
+				return contractErr("AllocChunk", err)
 			}
 			if err := snd.FreeChunk(big); err != nil {
-				return fail("sender FreeChunk", err)
+				return contractErr("sender FreeChunk", err)
 			}
-			return drainAll(n)
+			return drainBlocks(s.Drain, n)
 		}); err != nil {
 			return err
 		}
@@ -510,14 +493,14 @@ func checkPoolAllocs(r *plRun) error {
 		hs := make([]pool.Handle, len(senders))
 		if err := noAllocs(r.allocRuns(), fmt.Sprintf("AllocChunk+a Free by each of %d senders+Drain", len(senders)), func() error {
 			if err := s.AllocChunk(hs); err != nil {
-				return fail("AllocChunk", err)
+				return contractErr("AllocChunk", err)
 			}
 			for i, o := range senders {
 				if err := o.Free(hs[i]); err != nil {
-					return fail("sender Free", err)
+					return contractErr("sender Free", err)
 				}
 			}
-			return drainAll(len(hs))
+			return drainBlocks(s.Drain, len(hs))
 		}); err != nil {
 			return err
 		}

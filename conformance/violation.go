@@ -74,3 +74,25 @@ type skipped struct{ reason string }
 func (s *skipped) Error() string { return "skipped: " + s.reason }
 
 func skip(format string, args ...any) error { return &skipped{fmt.Sprintf(format, args...)} }
+
+// contractErr is a contract violation for what's error, or nil.
+func contractErr(what string, err error) error {
+	if err != nil {
+		return violationf(ErrContract, "%s: %v", what, err)
+	}
+	return nil
+}
+
+// drainBlocks calls drain until want blocks came back, reporting them lost
+// if a drain fails or want drains (more than enough for one block each)
+// bring too few.
+func drainBlocks(drain func() (int, error), want int) error {
+	for got, i := 0, 0; got < want; i++ {
+		n, err := drain()
+		if err != nil || i > want {
+			return violationf(ErrLost, "%d of %d remotely freed blocks drained (%v)", got, want, err)
+		}
+		got += n
+	}
+	return nil
+}
