@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -140,22 +141,21 @@ func TestSnapshotWhileBusy(t *testing.T) {
 	forEachTransport(t, 64, func(t *testing.T, p *pool.Pool[*heap.Backing, pool.Transport, lifo.Policy]) {
 		stop := make(chan struct{})
 		scraped := make(chan error, 1)
+		took := make(chan struct{}) // closed at the scraper's first snapshot
 		go func() {
 			var last pool.Stats
 			n := 0
 			for {
 				select {
-				case <-stop:
-					if n == 0 {
-						scraped <- errors.New("no snapshot taken")
-						return
-					}
+				case <-stop: // only after the first snapshot: see took
 					scraped <- nil
 					return
 				default:
 				}
 				st := p.Snapshot()
-				n++
+				if n++; n == 1 {
+					close(took)
+				}
 				var sum uint64
 				for _, c := range st.DrainSizes {
 					sum += c
@@ -214,6 +214,17 @@ func TestSnapshotWhileBusy(t *testing.T) {
 			}
 		}
 		drainAll(t, p)
+		// On a loaded machine the scraper may not have run yet: the owner
+		// keeps stepping until it has a snapshot, as a serving loop would.
+		for waiting := true; waiting; {
+			select {
+			case <-took:
+				waiting = false
+			default:
+				_, _ = p.Drain()
+				runtime.Gosched()
+			}
+		}
 		close(stop)
 		require.NoError(t, <-scraped)
 		p.Stats() // the owner publishes
