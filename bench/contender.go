@@ -195,7 +195,7 @@ func (t *toucher) touch(b []byte) {
 // sequentially consistent atomics, so either the owner's re-check sees the
 // last list or that list's worker sees the owner waiting and wakes it.
 type workers struct {
-	cmds    [Workers]chan int32
+	cmds    []chan int32
 	exit    sync.WaitGroup
 	done    atomic.Uint64 // blocks whose free returned, added by workers
 	target  atomic.Uint64 // owner: the done count it waits for
@@ -204,10 +204,11 @@ type workers struct {
 	sent    uint64 // owner: blocks dispatched
 }
 
-// start launches the workers; free frees list l on worker w and returns the
+// start launches n workers; free frees list l on worker w and returns the
 // number of blocks it freed.
-func (ws *workers) start(free func(w int, l int32) int) {
+func (ws *workers) start(n int, free func(w int, l int32) int) {
 	ws.wake = make(chan struct{}, 1)
+	ws.cmds = make([]chan int32, n)
 	for w := range ws.cmds {
 		ws.cmds[w] = make(chan int32, WorkerChannel)
 		ws.exit.Add(1)
@@ -228,7 +229,7 @@ func (ws *workers) start(free func(w int, l int32) int) {
 
 // dispatch hands list l of n blocks to worker w.
 func (ws *workers) dispatch(l int32, w, n int) error {
-	if w < 0 || w >= Workers {
+	if w < 0 || w >= len(ws.cmds) {
 		return fmt.Errorf("bench: worker %d out of range", w)
 	}
 	ws.sent += uint64(n)
@@ -276,7 +277,7 @@ func (ws *workers) stop() {
 		}
 	}
 	ws.exit.Wait()
-	ws.cmds = [Workers]chan int32{}
+	ws.cmds = nil
 }
 
 // poolBlocks is the pool size a contender uses for plan (the v1 pool sizes).

@@ -15,16 +15,16 @@ func TestPlanNumbers(t *testing.T) {
 		w               *Workload
 		blocks, peak    int
 		steps           int
-		workerBlocks    [Workers]int
+		workerBlocks    []int
 		firstStepAllocs []int
 	}{
-		{SteadyDecode, 2688, 1344, 64, [Workers]int{688, 656, 672, 672},
+		{SteadyDecode, 2688, 1344, 64, []int{688, 656, 672, 672},
 			[]int{68, 72, 76, 80, 84, 88, 92, 96, 99, 102, 105, 108, 111, 114, 117, 120, 54, 52, 50, 48}},
-		{BurstStorm, 2688, 1537, 49, [Workers]int{672, 672, 672, 672},
+		{BurstStorm, 2688, 1537, 49, []int{672, 672, 672, 672},
 			[]int{1088, 64, 64, 64, 64, 64, 64, 64, 48, 48, 48, 48, 48, 48, 48, 48, 32}},
-		{LongTail, 6016, 4168, 527, [Workers]int{1504, 1504, 1504, 1504},
+		{LongTail, 6016, 4168, 527, []int{1504, 1504, 1504, 1504},
 			[]int{68, 72, 76, 80, 84, 88, 92, 96, 100, 104, 108, 112, 116, 120, 124, 128}},
-		{ChurnTouch, 1024, 4096, 64, [Workers]int{256, 256, 256, 256}, nil},
+		{ChurnTouch, 1024, 4096, 64, []int{256, 256, 256, 256}, nil},
 	} {
 		t.Run(tc.w.Name, func(t *testing.T) {
 			p := NewPlan(tc.w)
@@ -37,10 +37,10 @@ func TestPlanNumbers(t *testing.T) {
 			if p.Steps != tc.steps {
 				t.Errorf("steps = %d, want %d", p.Steps, tc.steps)
 			}
-			if p.WorkerBlocks != tc.workerBlocks {
+			if !slices.Equal(p.WorkerBlocks, tc.workerBlocks) {
 				t.Errorf("worker blocks = %v, want %v", p.WorkerBlocks, tc.workerBlocks)
 			}
-			if p.WorkerRequests != [Workers]int{16, 16, 16, 16} {
+			if !slices.Equal(p.WorkerRequests, []int{16, 16, 16, 16}) {
 				t.Errorf("worker requests = %v, want 16 each", p.WorkerRequests)
 			}
 			if n := len(tc.firstStepAllocs); n > 0 && !slices.Equal(p.AllocsPerStep[:n], tc.firstStepAllocs) {
@@ -148,7 +148,7 @@ func (c *leaky) open(plan *Plan, touch TouchMode) error {
 	}
 	c.ws.stop()
 	c.ws = workers{}
-	c.ws.start(func(w int, l int32) int {
+	c.ws.start(plan.Workers, func(w int, l int32) int {
 		c.lists[l] = c.lists[l][1:]
 		return c.putList(w, l) + 1
 	})
@@ -244,6 +244,84 @@ func TestInlineAllocatesNothing(t *testing.T) {
 		}
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// Scaled workloads keep the v1 schedule's blocks and spread its requests
+// over more workers; the free-cycle grows with its workers.
+func TestScaledPlans(t *testing.T) {
+	for _, tc := range []struct {
+		name                     string
+		workers, requests        int
+		blocks, steps, peak, per int // per: blocks per worker
+	}{
+		{"steady-decode@w8", 8, 64, 2688, 64, 1344, 0},
+		{"steady-decode@w16", 16, 64, 2688, 64, 1344, 0},
+		{"free-cycle", Workers, 32, 512, 1, 512, 128},
+		{"free-cycle@w1", 1, 8, 128, 1, 128, 128},
+		{"free-cycle@w16", 16, 128, 2048, 1, 2048, 128},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := WorkloadByName(tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again, _ := WorkloadByName(tc.name); again != w {
+				t.Error("WorkloadByName returned a new workload for the same name")
+			}
+			p := NewPlan(w)
+			if p.Workers != tc.workers || len(p.WorkerBlocks) != tc.workers || len(p.Dispatches) != tc.requests ||
+				p.BlocksPerTrace != tc.blocks || p.Steps != tc.steps || p.TheoreticalPeak != tc.peak {
+				t.Fatalf("workers %d (%d), dispatches %d, blocks %d, steps %d, peak %d; want %d, %d, %d, %d, %d",
+					p.Workers, len(p.WorkerBlocks), len(p.Dispatches), p.BlocksPerTrace, p.Steps, p.TheoreticalPeak,
+					tc.workers, tc.requests, tc.blocks, tc.steps, tc.peak)
+			}
+			sum := 0
+			for i, b := range p.WorkerBlocks {
+				sum += b
+				if tc.per > 0 && b != tc.per {
+					t.Errorf("worker %d frees %d blocks, want %d", i, b, tc.per)
+				}
+			}
+			if sum != tc.blocks {
+				t.Errorf("workers free %d blocks, want %d", sum, tc.blocks)
+			}
+		})
+	}
+	for _, bad := range []string{"churn-touch@w8", "steady-decode@w0", "steady-decode@w65", "steady-decode@w08", "steady-decode@w", "nope@w4"} {
+		if _, err := WorkloadByName(bad); !errors.Is(err, ErrUnknown) {
+			t.Errorf("WorkloadByName(%q) = %v, want ErrUnknown", bad, err)
+		}
+	}
+}
+
+// Every contender replays scaled workloads with its gates holding.
+func TestScaledRigs(t *testing.T) {
+	names := []string{"free-cycle@w1", "free-cycle@w4", "steady-decode@w8"}
+	if testing.Short() {
+		names = names[:2]
+	}
+	for _, name := range names {
+		w, err := WorkloadByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range Contenders() {
+			t.Run(name+"/"+e.Name, func(t *testing.T) {
+				r, err := Open(e, w, Config{WarmupTraces: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 3 {
+					if _, err := r.Trace(true); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := r.Close(); err != nil {
+					t.Fatal(err)
+				}
+			})
 		}
 	}
 }

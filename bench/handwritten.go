@@ -15,7 +15,7 @@ import (
 type handwrittenPool struct {
 	p       *handwritten.Pool
 	lists   [][]handwritten.Handle
-	senders [Workers]*handwritten.Sender
+	senders []*handwritten.Sender
 	ws      workers
 	toucher
 }
@@ -27,10 +27,11 @@ func (c *handwrittenPool) open(plan *Plan, touch TouchMode) error {
 	for i, n := range plan.ListCap {
 		c.lists[i] = make([]handwritten.Handle, 0, n)
 	}
+	c.senders = make([]*handwritten.Sender, plan.Workers)
 	for w := range c.senders {
 		c.senders[w] = c.p.NewSender()
 	}
-	c.ws.start(c.free)
+	c.ws.start(plan.Workers, c.free)
 	return nil
 }
 

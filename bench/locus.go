@@ -58,7 +58,7 @@ type locusBase struct {
 	v       poolView
 	inline  bool
 	lists   [][]pool.Handle
-	senders [Workers]*pool.Sender
+	senders []*pool.Sender
 	ws      workers
 	toucher
 }
@@ -73,6 +73,7 @@ func (c *locusBase) openBase(v poolView, plan *Plan, touch TouchMode) error {
 	if c.inline {
 		return nil
 	}
+	c.senders = make([]*pool.Sender, plan.Workers)
 	for w := range c.senders {
 		s, err := v.newSender()
 		if err != nil {
@@ -80,7 +81,7 @@ func (c *locusBase) openBase(v poolView, plan *Plan, touch TouchMode) error {
 		}
 		c.senders[w] = s
 	}
-	c.ws.start(c.free)
+	c.ws.start(plan.Workers, c.free)
 	return nil
 }
 

@@ -12,8 +12,9 @@ func TheoreticalPeak(w *Workload) int {
 	type req struct{ blocks, left int }
 	var live []req
 	arrived, liveBlocks, peak := 0, 0, 0
-	for arrived < Requests || len(live) > 0 {
-		for k := min(w.ArrivalsPerStep, Requests-arrived); k > 0; k-- {
+	requests := w.requests()
+	for arrived < requests || len(live) > 0 {
+		for k := min(w.ArrivalsPerStep, requests-arrived); k > 0; k-- {
 			live = append(live, req{Prefill, w.Decode(arrived)})
 			liveBlocks += Prefill
 			arrived++

@@ -52,7 +52,7 @@ type goHeap struct {
 func (c *goHeap) open(plan *Plan, touch TouchMode) error {
 	c.setMode(touch)
 	c.lists = newLists[[]byte](plan)
-	c.ws.start(c.free)
+	c.ws.start(plan.Workers, c.free)
 	return nil
 }
 
@@ -92,7 +92,7 @@ func (c *syncPool) open(plan *Plan, touch TouchMode) error {
 	c.setMode(touch)
 	c.sp.New = func() any { return new([BlockSize]byte) }
 	c.lists = newLists[block](plan)
-	c.ws.start(c.free)
+	c.ws.start(plan.Workers, c.free)
 	return nil
 }
 
@@ -141,7 +141,7 @@ func (c *chanFreelist) open(plan *Plan, touch TouchMode) error {
 		c.ch <- new([BlockSize]byte)
 	}
 	c.lists = newLists[block](plan)
-	c.ws.start(c.free)
+	c.ws.start(plan.Workers, c.free)
 	return nil
 }
 
@@ -208,7 +208,7 @@ func (c *mutexFreelist) open(plan *Plan, touch TouchMode) error {
 		c.free[i] = new([BlockSize]byte)
 	}
 	c.lists = newLists[block](plan)
-	c.ws.start(c.putList)
+	c.ws.start(plan.Workers, c.putList)
 	return nil
 }
 
@@ -310,7 +310,7 @@ func (c *checkedFreelist) open(plan *Plan, touch TouchMode) error {
 		c.free[i] = uint32(n - 1 - i)
 	}
 	c.lists = newLists[checkedHandle](plan)
-	c.ws.start(c.putList)
+	c.ws.start(plan.Workers, c.putList)
 	return nil
 }
 

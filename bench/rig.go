@@ -239,7 +239,7 @@ func (r *Rig) churn(sample bool) (tr Trace, err error) {
 		oldest := r.t % churnSlots
 		fresh := (r.t + ChurnLiveChunks) % churnSlots
 		r.t++
-		if err := c.dispatch(int32(oldest), s%Workers); err != nil {
+		if err := c.dispatch(int32(oldest), s%r.p.Workers); err != nil {
 			return tr, err
 		}
 		if err := c.alloc(slotIDs[fresh:fresh+1], ChurnChunkBlocks); err != nil {

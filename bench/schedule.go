@@ -48,10 +48,12 @@ type Plan struct {
 	AllocsPerStep []int
 	// Dispatches lists every dispatch in order.
 	Dispatches []Dispatch
+	// Workers is the number of worker goroutines the plan dispatches to.
+	Workers int
 	// WorkerBlocks is the number of blocks dispatched to each worker per trace.
-	WorkerBlocks [Workers]int
+	WorkerBlocks []int
 	// WorkerRequests is the number of requests dispatched to each worker per trace.
-	WorkerRequests [Workers]int
+	WorkerRequests []int
 
 	stepOps []int32 // ops of step s are ops[stepOps[s]:stepOps[s+1]]
 	ops     []op
@@ -64,14 +66,16 @@ func NewPlan(w *Workload) *Plan {
 	if w.Churn {
 		return newChurnPlan(w)
 	}
-	p := &Plan{Workload: w, ListCap: make([]int, Requests), TheoreticalPeak: TheoreticalPeak(w)}
+	requests, nw := w.requests(), w.workers()
+	p := &Plan{Workload: w, ListCap: make([]int, requests), TheoreticalPeak: TheoreticalPeak(w),
+		Workers: nw, WorkerBlocks: make([]int, nw), WorkerRequests: make([]int, nw)}
 	type req struct{ id, left int }
 	var active []req
 	arrived, next, total := 0, 0, 0
 	p.stepOps = append(p.stepOps, 0)
-	for arrived < Requests || len(active) > 0 {
+	for arrived < requests || len(active) > 0 {
 		allocs := 0
-		if k := min(w.ArrivalsPerStep, Requests-arrived); k > 0 {
+		if k := min(w.ArrivalsPerStep, requests-arrived); k > 0 {
 			off := len(p.lists)
 			for range k {
 				d := w.Decode(arrived)
@@ -101,7 +105,7 @@ func NewPlan(w *Workload) *Plan {
 				p.Dispatches = append(p.Dispatches, Dispatch{Step: p.Steps, Request: r.id, Worker: next})
 				p.WorkerBlocks[next] += Prefill + w.Decode(r.id)
 				p.WorkerRequests[next]++
-				next = (next + 1) % Workers
+				next = (next + 1) % nw
 				continue // re-examine slot i
 			}
 			p.lists = append(p.lists, int32(active[i].id))
@@ -133,7 +137,8 @@ const churnSlots = ChurnLiveChunks + ChurnSteps
 
 func newChurnPlan(w *Workload) *Plan {
 	p := &Plan{Workload: w, Steps: ChurnSteps, BlocksPerTrace: ChurnSteps * ChurnChunkBlocks,
-		TheoreticalPeak: TheoreticalPeak(w), ListCap: make([]int, churnSlots)}
+		TheoreticalPeak: TheoreticalPeak(w), ListCap: make([]int, churnSlots),
+		Workers: Workers, WorkerBlocks: make([]int, Workers), WorkerRequests: make([]int, Workers)}
 	for i := range p.ListCap {
 		p.ListCap[i] = ChurnChunkBlocks
 	}

@@ -22,7 +22,7 @@ func (c *bufferPool) open(plan *Plan, touch TouchMode) error {
 	c.setMode(touch)
 	c.bp = new(bufpool.BufferPool)
 	c.lists = newLists[[]byte](plan)
-	c.ws.start(c.free)
+	c.ws.start(plan.Workers, c.free)
 	return nil
 }
 
@@ -65,7 +65,7 @@ type mcachePool struct {
 func (c *mcachePool) open(plan *Plan, touch TouchMode) error {
 	c.setMode(touch)
 	c.lists = newLists[[]byte](plan)
-	c.ws.start(c.free)
+	c.ws.start(plan.Workers, c.free)
 	return nil
 }
 

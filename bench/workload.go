@@ -1,6 +1,11 @@
 package bench
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+)
 
 // The LOCUS-EVAL v1 constants of the LOCUS record. They are the versioned
 // unit of the suite: changing any of them makes a new suite version.
@@ -9,10 +14,17 @@ const (
 	Suite = "LOCUS-EVAL v1"
 	// BlockSize is the size of every block, in bytes.
 	BlockSize = 4096
-	// Workers is the number of worker goroutines that free finished requests.
+	// Workers is the number of worker goroutines that free finished
+	// requests (a Workload's Workers field can change it for scaling runs).
 	Workers = 4
-	// Requests is the number of requests per trace.
+	// Requests is the number of requests per trace (a Workload's Requests
+	// field can change it).
 	Requests = 64
+	// MaxWorkers is the most worker goroutines a scaled workload may have.
+	MaxWorkers = 64
+	// CycleRequestsPerWorker is the number of 16-block requests each worker
+	// frees per free-cycle.
+	CycleRequestsPerWorker = 8
 	// Prefill is the number of blocks a request takes when it is admitted.
 	Prefill = 16
 	// CancelDecode is the decode length of an "early cancel" request.
@@ -53,6 +65,52 @@ type Workload struct {
 	ArrivalsPerStep int
 	// Decode returns the decode length of request r (trace workloads only).
 	Decode func(r int) int
+	// Workers is the number of worker goroutines (0: the v1 value,
+	// Workers). Scaling runs set it with Scaled.
+	Workers int
+	// Requests is the number of requests per trace (0: the v1 value,
+	// Requests).
+	Requests int
+	// PerWorker marks a workload whose request count grows with its
+	// workers (CycleRequestsPerWorker each): the free-cycle.
+	PerWorker bool
+}
+
+// workers returns the workload's worker count.
+func (w *Workload) workers() int {
+	if w.Workers > 0 {
+		return w.Workers
+	}
+	return Workers
+}
+
+// requests returns the workload's requests per trace.
+func (w *Workload) requests() int {
+	if w.Requests > 0 {
+		return w.Requests
+	}
+	return Requests
+}
+
+// Scaled returns a copy of w with n workers, named "NAME@wN"; a
+// per-worker workload (the free-cycle) also gets
+// CycleRequestsPerWorker requests per worker. Use it for scaling runs; the
+// v1 suite runs the workloads as they are.
+func (w *Workload) Scaled(n int) (*Workload, error) {
+	if n < 1 || n > MaxWorkers {
+		return nil, fmt.Errorf("%w: %d workers (want 1 to %d)", ErrUnknown, n, MaxWorkers)
+	}
+	if w.Churn {
+		return nil, fmt.Errorf("%w: %s cannot be scaled", ErrUnknown, w.Name)
+	}
+	s := *w
+	s.Name = fmt.Sprintf("%s@w%d", w.Name, n)
+	s.Workers = n
+	if w.PerWorker {
+		s.Requests = n * CycleRequestsPerWorker
+		s.ArrivalsPerStep = s.Requests
+	}
+	return &s, nil
 }
 
 func steadyDecodeLen(r int) int {
@@ -88,15 +146,55 @@ var (
 		Churn: true}
 )
 
+// FreeCycle is the scaling runs' cycle, the design thread's commanded
+// cycle (0351–0357) in trace form: in one step the owner admits
+// CycleRequestsPerWorker 16-block requests per worker, all finish at once
+// and go round-robin to the workers, which free them while the owner
+// drains until every block is back. Each worker frees the same amount
+// whatever the worker count, so the cycle's time divided by the workers is
+// the per-producer cost, flat when freeing scales. It is not part of the
+// v1 suite.
+var FreeCycle = &Workload{Name: "free-cycle",
+	Doc:      "per worker 8 requests of 16 blocks admitted, finished and freed at once; the owner drains until all are back",
+	Requests: CycleRequestsPerWorker * Workers, ArrivalsPerStep: CycleRequestsPerWorker * Workers,
+	Decode:    func(int) int { return 0 },
+	PerWorker: true}
+
 // Workloads returns the v1 workloads in the record's order.
 func Workloads() []*Workload { return []*Workload{SteadyDecode, BurstStorm, LongTail, ChurnTouch} }
 
-// WorkloadByName returns the workload with the given name.
+var (
+	scaledMu sync.Mutex
+	scaled   = map[string]*Workload{}
+)
+
+// WorkloadByName returns the workload with the given name: a v1 workload,
+// "free-cycle", or either scaled to N workers as "NAME@wN" (the same
+// *Workload for the same name, so its plan is computed once).
 func WorkloadByName(name string) (*Workload, error) {
-	for _, w := range Workloads() {
-		if w.Name == name {
+	base, n, isScaled := strings.Cut(name, "@w")
+	for _, w := range append(Workloads(), FreeCycle) {
+		if w.Name != base {
+			continue
+		}
+		if !isScaled {
 			return w, nil
 		}
+		k, err := strconv.Atoi(n)
+		if err != nil || strconv.Itoa(k) != n {
+			break
+		}
+		scaledMu.Lock()
+		defer scaledMu.Unlock()
+		if s, ok := scaled[name]; ok {
+			return s, nil
+		}
+		s, err := w.Scaled(k)
+		if err != nil {
+			return nil, err
+		}
+		scaled[name] = s
+		return s, nil
 	}
 	return nil, fmt.Errorf("%w: workload %q", ErrUnknown, name)
 }

@@ -11,6 +11,7 @@
 //	locus-eval compare A.json B.json    are two recorded runs consistent? (the stability bar)
 //	locus-eval frag [flags]             external fragmentation: first fit, best fit, size classes
 //	locus-eval chat [flags]             a chat-shaped KV trace: blocks held with and without prefix sharing
+//	locus-eval scale [flags]            many workers freeing at once: the free-cycle at 1–16 workers, traces with more workers
 //
 // Run "locus-eval -help" or "locus-eval SUBCOMMAND -help" for the flags.
 // The exit status is 2 for bad flags or documents (and for runs compare
@@ -44,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sub, rest := "", args
 	if len(args) > 0 {
 		switch args[0] {
-		case "thread", "report", "compare", "frag", "chat":
+		case "thread", "report", "compare", "frag", "chat", "scale":
 			sub, rest = args[0], args[1:]
 		}
 	}
@@ -60,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runFrag(rest, stdout, stderr)
 	case "chat":
 		err = runChat(rest, stdout, stderr)
+	case "scale":
+		err = runScale(rest, stdout, stderr)
 	default:
 		err = runScoreboard(rest, stdout, stderr)
 	}

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -213,6 +217,14 @@ func TestBadFlags(t *testing.T) {
 		{"chat", "-block-size", "0"},
 		{"chat", "stray"},
 		{"compare", file},
+		{"scale", "-producers", "2,4"},
+		{"scale", "-producers", "1,4,2"},
+		{"scale", "-producers", "1,1"},
+		{"scale", "-producers", "1,x"},
+		{"scale", "-trace-workers", "0"},
+		{"scale", "-trace-workers", "65"},
+		{"scale", "-runs", "2"},
+		{"scale", "stray"},
 	} {
 		status, _, errOut := runCmd(t, args...)
 		if status != 2 {
@@ -333,7 +345,7 @@ func TestHelpListsSubcommands(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("status %d", status)
 	}
-	for _, want := range []string{"thread", "report", "compare", "frag", "chat", "-runs", "-pace", "Exit status"} {
+	for _, want := range []string{"thread", "report", "compare", "frag", "chat", "scale", "-runs", "-pace", "Exit status"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("help lacks %q:\n%s", want, errOut)
 		}
@@ -432,5 +444,55 @@ func TestChat(t *testing.T) {
 	}
 	if status, _, errOut := runCmd(t, "chat", "-h"); status != 0 || !strings.Contains(errOut, "kv.Manager") {
 		t.Errorf("chat -h: status %d\n%s", status, errOut)
+	}
+}
+
+// The scaling runs end to end in -quick mode: the document validates, has a
+// row per cell with the per-producer cost, says which worker counts this
+// machine could not measure, and report renders it as the "many cores"
+// section beside a scoreboard.
+func TestScaleQuick(t *testing.T) {
+	status, out, errOut := runCmd(t, "scale", "-quick", "-q", "-json", "-runs", "3", "-producers", "1,2,16", "-trace-workers", "2")
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errOut)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "scale.json")
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := eval.ReadScale(path)
+	if err != nil {
+		t.Fatalf("the document does not validate: %v", err)
+	}
+	wantCycle := map[int]bool{1: true, 2: true}
+	if eval.MaxScaleWorkers(runtime.NumCPU()) >= 16 {
+		wantCycle[16] = true
+	} else if !slices.Equal(sc.Skipped, []int{16}) {
+		t.Errorf("skipped %v, want [16] on %d CPUs", sc.Skipped, runtime.NumCPU())
+	}
+	for _, r := range sc.Cycle {
+		if !wantCycle[r.Workers] || !r.GatesOK || r.PerProducerUS <= 0 || r.Growth <= 0 ||
+			math.Abs(r.PerProducerUS*float64(r.Workers)-r.USPerTrace) > 1e-9*r.USPerTrace {
+			t.Errorf("cycle row %+v", r)
+		}
+	}
+	if len(sc.Cycle) != len(wantCycle)*7 || len(sc.Traces) != 3*5 || !sc.GatesOK || len(sc.Targets) != 4 {
+		t.Fatalf("%d cycle rows, %d trace rows, gates %v, %d targets", len(sc.Cycle), len(sc.Traces), sc.GatesOK, len(sc.Targets))
+	}
+	// A tampered document is refused.
+	bad := strings.Replace(out, `"gates_ok": true`, `"gates_ok": false`, 1)
+	if err := os.WriteFile(path+".bad", []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eval.ReadScale(path + ".bad"); !errors.Is(err, eval.ErrDocument) {
+		t.Errorf("a document whose gates_ok contradicts its cells: %v", err)
+	}
+	status, text, errOut := runCmd(t, "report", "-text", path)
+	if status != 0 || !strings.Contains(text, "Free-cycle") || !strings.Contains(text, "locus-sharded-chunk") {
+		t.Fatalf("report -text: status %d: %s%s", status, text, errOut)
+	}
+	if status, _, _ := runCmd(t, "report", path); status != 2 {
+		t.Errorf("report of a scaling document alone (no scoreboard): status %d, want 2", status)
 	}
 }

@@ -14,11 +14,12 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("locus-eval report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: locus-eval report [-text] [-svg DIR] RUN.json [MORE.json...] [THREAD.json]
+		fmt.Fprint(stderr, `Usage: locus-eval report [-text] [-svg DIR] RUN.json [MORE.json...] [THREAD.json] [SCALE.json...]
 
 Prints BENCHMARKS.md (Markdown) from documents recorded with locus-eval -json and locus-eval thread -json:
 the first scoreboard in full, each further scoreboard (another machine or GOMAXPROCS) as a section of its
-own, and the design-thread ledger when a thread document is given. Measures nothing.
+own, the design-thread ledger when a thread document is given, and a "many cores" section for every
+locus-eval scale -json document. Measures nothing.
 
   go run ./cmd/locus-eval -json > run.json
   go run ./cmd/locus-eval thread -json > thread.json
@@ -36,7 +37,18 @@ own, and the design-thread ledger when a thread document is given. Measures noth
 	}
 	var sbs []*eval.Scoreboard
 	var th *eval.Thread
+	var scales []*eval.Scale
 	for _, path := range fs.Args() {
+		if schema, err := eval.SchemaOf(path); err != nil {
+			return err
+		} else if schema == eval.ScaleSchema {
+			sc, err := eval.ReadScale(path)
+			if err != nil {
+				return err
+			}
+			scales = append(scales, sc)
+			continue
+		}
 		sb, t, err := eval.ReadDocument(path)
 		if err != nil {
 			return err
@@ -64,7 +76,13 @@ own, and the design-thread ledger when a thread document is given. Measures noth
 		if th != nil {
 			eval.WriteLedger(stdout, th)
 		}
+		for _, sc := range scales {
+			eval.WriteScaleText(stdout, sc)
+		}
 		return nil
+	}
+	if len(sbs) == 0 {
+		return fmt.Errorf("%w: report needs at least one scoreboard document", eval.ErrConfig)
 	}
 	// The command as the document shows it names the files, not where they
 	// were on the machine that generated it.
@@ -72,5 +90,5 @@ own, and the design-thread ledger when a thread document is given. Measures noth
 	for i, path := range fs.Args() {
 		names[i] = filepath.Base(path)
 	}
-	return eval.WriteMarkdown(stdout, sbs, th, "go run ./cmd/locus-eval report "+strings.Join(names, " "))
+	return eval.WriteMarkdown(stdout, sbs, th, scales, "go run ./cmd/locus-eval report "+strings.Join(names, " "))
 }

@@ -26,6 +26,7 @@ const usageText = `Usage:
   locus-eval compare A.json B.json    check two recorded runs against the stability bar
   locus-eval frag [flags]             external fragmentation of first fit, best fit and size classes
   locus-eval chat [flags]             a chat-shaped KV trace: blocks held with and without prefix sharing, hit rate
+  locus-eval scale [flags]            many workers freeing at once: the free-cycle at 1 to 16 workers, traces with more
 
 Every contender of a workload is opened in one process and timed in short blocks whose order changes every
 round; ratios to locus-mailbox are medians of per-round ratios over -runs processes, with 99 % intervals; a

@@ -28,6 +28,10 @@ type Comparison struct {
 	// OK is true when every interval overlaps, nothing conflicts and no
 	// cell is invalid.
 	OK bool `json:"ok"`
+	// Hosts is empty when both runs come from the same kind of host
+	// (Machine.SameHost); else it names both, and the cells that are apart
+	// or pairs that conflict are the claims that differ between the hosts.
+	Hosts string `json:"hosts,omitempty"`
 }
 
 // CellCheck is one (pass, workload, contender) of a comparison.
@@ -152,6 +156,9 @@ func Compare(a, b *Scoreboard) (Comparison, error) {
 		}
 	}
 	c.OK = c.Err() == nil
+	if !a.Machine.SameHost(b.Machine) {
+		c.Hosts = fmt.Sprintf("run A: %s [%s]; run B: %s [%s]", a.Machine, a.Machine.Details(), b.Machine, b.Machine.Details())
+	}
 	return c, nil
 }
 
@@ -262,6 +269,10 @@ func findWorkload(p *Pass, name string) *WorkloadBoard {
 // WriteComparison writes a comparison as text: every cell's two
 // intervals, then the verdict.
 func WriteComparison(w io.Writer, c Comparison) {
+	if c.Hosts != "" {
+		fmt.Fprintf(w, "The runs come from DIFFERENT HOSTS, so a ratio apart or a pair in opposite orders below is a claim\n"+
+			"that holds on one host and not on the other:\n  %s\n\n", c.Hosts)
+	}
 	fmt.Fprintf(w, "%-8s %-14s %-23s %-22s %-22s %s\n", "pass", "workload", "contender", "run A ×baseline", "run B ×baseline", "overlap")
 	for _, cc := range c.Cells {
 		mark := "yes"

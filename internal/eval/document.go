@@ -83,3 +83,34 @@ func decodeStrict(b []byte, v any) error {
 	}
 	return nil
 }
+
+// ReadScale reads a scaling document written by locus-eval scale -json and
+// validates it; every error matches ErrDocument (or is the file's).
+func ReadScale(path string) (*Scale, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var sc Scale
+	if err := decodeStrict(b, &sc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &sc, nil
+}
+
+// SchemaOf returns the schema a document file names ("" when it names
+// none or is not JSON).
+func SchemaOf(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	_ = json.Unmarshal(b, &head)
+	return head.Schema, nil
+}

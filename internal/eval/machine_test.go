@@ -79,3 +79,40 @@ func TestRevisionNotFromAnotherRepository(t *testing.T) {
 		t.Errorf("ThisRevision in another repository's directory: %+v, here %+v (that repository: %s)", there, here, head)
 	}
 }
+
+// The CPU identity tells apart hosts that share a model name.
+func TestParseCPUInfo(t *testing.T) {
+	cpuinfo := func(vendor, family, model, flags string, cores ...string) string {
+		var b strings.Builder
+		for _, c := range cores {
+			b.WriteString("processor\t: " + c + "\nvendor_id\t: " + vendor + "\ncpu family\t: " + family +
+				"\nmodel\t\t: " + model + "\nmodel name\t: AMD EPYC\nstepping\t: 1\nphysical id\t: 0\ncore id\t\t: " + c +
+				"\nflags\t\t: " + flags + "\n\n")
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, text string
+		want       CPU
+		cores      int
+		hyper      string
+	}{
+		{"zen4", cpuinfo("AuthenticAMD", "25", "17", "fpu hypervisor", "0", "1"), CPU{Vendor: "AuthenticAMD", Family: 25, Model: 17, Stepping: 1, Microarch: "Zen 4"}, 2, "yes"},
+		{"zen3", cpuinfo("AuthenticAMD", "25", "1", "fpu", "0", "1", "1"), CPU{Vendor: "AuthenticAMD", Family: 25, Model: 1, Stepping: 1, Microarch: "Zen 3"}, 2, ""},
+		{"spr", cpuinfo("GenuineIntel", "6", "143", "avx512f amx_tile", "0"), CPU{Vendor: "GenuineIntel", Family: 6, Model: 143, Stepping: 1, Microarch: "Sapphire Rapids"}, 1, ""},
+		{"masked", cpuinfo("GenuineIntel", "6", "167", "avx512f amx_tile", "0"), CPU{Vendor: "GenuineIntel", Family: 6, Model: 167, Stepping: 1, Microarch: "Sapphire Rapids or later, by its flags"}, 1, ""},
+		{"unknown", cpuinfo("Other", "1", "2", "", "0"), CPU{Vendor: "Other", Family: 1, Model: 2, Stepping: 1}, 1, ""},
+	} {
+		var m Machine
+		parseCPUInfo(&m, tc.text)
+		if m.CPU != tc.want || m.Cores != tc.cores || m.Hypervisor != tc.hyper || m.CPUModel != "AMD EPYC" {
+			t.Errorf("%s: %+v, %d cores, hypervisor %q; want %+v, %d, %q", tc.name, m.CPU, m.Cores, m.Hypervisor, tc.want, tc.cores, tc.hyper)
+		}
+	}
+	a := Machine{CPUModel: "AMD EPYC", NumCPU: 2, GOMAXPROCS: 2, CPU: CPU{Vendor: "AuthenticAMD", Family: 25, Model: 17}}
+	b := a
+	b.CPU.Model = 1
+	if !a.SameHost(a) || a.SameHost(b) {
+		t.Error("SameHost does not tell Zen 4 from Zen 3")
+	}
+}

@@ -11,9 +11,9 @@ import (
 
 // WriteMarkdown writes BENCHMARKS.md: the first scoreboard in full, every
 // further scoreboard (another machine, another GOMAXPROCS) as a section of
-// its own, the thread replay's ledger when given, then how the figures are
-// made and the JSON schema.
-func WriteMarkdown(w io.Writer, sbs []*Scoreboard, t *Thread, command string) error {
+// its own, the thread replay's ledger when given, every scaling run's
+// "many cores" section, then how the figures are made and the JSON schema.
+func WriteMarkdown(w io.Writer, sbs []*Scoreboard, t *Thread, scales []*Scale, command string) error {
 	if len(sbs) == 0 {
 		return fmt.Errorf("%w: no scoreboard run given", ErrConfig)
 	}
@@ -40,6 +40,9 @@ func WriteMarkdown(w io.Writer, sbs []*Scoreboard, t *Thread, command string) er
 	if t != nil {
 		writeThreadMD(w, t)
 	}
+	for _, sc := range scales {
+		WriteScaleMarkdown(w, sc)
+	}
 	fmt.Fprint(w, methodMD)
 	fmt.Fprint(w, schemaMD)
 	return nil
@@ -50,6 +53,9 @@ func writeRunHeader(w io.Writer, sb *Scoreboard) {
 	fmt.Fprintln(w, "| run | |")
 	fmt.Fprintln(w, "|---|---|")
 	fmt.Fprintf(w, "| machine | %s |\n", sb.Machine)
+	if d := sb.Machine.Details(); d != "" {
+		fmt.Fprintf(w, "| host | %s |\n", d)
+	}
 	fmt.Fprintf(w, "| date | %s |\n", sb.Created.UTC().Format("2006-01-02 15:04 UTC"))
 	rev := sb.Revision.VCS
 	if sb.Revision.Modified {
@@ -201,7 +207,7 @@ another field, a field of the wrong type, or content a run cannot have written.
 | ~created~ | RFC 3339 time of the run, UTC |
 | ~config~ | ~runs~ (processes, ` + itoa(MinRuns) + ` to ` + itoa(MaxRuns) + `), ~quick~, ~touch~ ("byte", "full" or "none"), ~unpaced~, ~pace_us~ (0: no paced pass; at most ` + itoa(int(us(MaxPace))) + `), ~groups[]~ |
 | ~config.groups[]~ | one per pass and workload: ~id~ ("pass/workload", e.g. "unpaced/steady-decode"), ~rounds~, ~traces_per_block~, ~discarded_per_block~, ~warmup_traces~ |
-| ~machine~ | ~cpu_model~, ~num_cpu~, ~gomaxprocs~, ~go_version~, ~goos~, ~goarch~, ~gogc~ ("": the default) |
+| ~machine~ | ~cpu_model~, ~num_cpu~, ~gomaxprocs~, ~go_version~, ~goos~, ~goarch~, ~gogc~ ("": the default), ~cpu~ (~vendor~, ~family~, ~model~, ~stepping~, ~microarch~ ("": not known), ~l2_kib~, ~l3_kib~), ~cores~, ~numa_nodes~ (0: not told), ~hypervisor~ ("": none told; "yes": present, unnamed), ~kernel~ |
 | ~revision~ | ~module~, ~vcs_revision~ (a commit, a module version, or "unknown"), ~vcs_modified~ |
 | ~method~ | the statistics in words: ~timing~, ~ratio~, ~interval~, ~quality~; and ~confidence~ (0.99) |
 | ~passes[]~ | ~name~ ("unpaced" or "paced", each at most once), ~pace_us~, ~workloads[]~ |

@@ -125,6 +125,9 @@ func verdictLine(wb *WorkloadBoard, paced bool) string {
 // verdict line and the table, then the targets and the legend.
 func WriteText(w io.Writer, sb *Scoreboard) {
 	fmt.Fprintf(w, "%s scoreboard — %s\n", sb.Suite, sb.Machine)
+	if d := sb.Machine.Details(); d != "" {
+		fmt.Fprintf(w, "host: %s\n", d)
+	}
 	fmt.Fprintf(w, "%s; %s; touch %s (churn-touch: full)", revString(sb.Revision), plural(sb.Config.Runs, "process"), sb.Config.Touch)
 	if sb.Config.PaceUS > 0 {
 		fmt.Fprintf(w, "; paced pass at %g µs", sb.Config.PaceUS)
