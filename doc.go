@@ -25,9 +25,10 @@
 // A pool is pool.New(backing, transport, policy); the type arguments are
 // inferred:
 //
-//   - backing/heap: one Go-heap region (the default; the race detector
-//     sees it). backing/mmap: one mapped region that can be bound
-//     to a NUMA node, backed by huge pages or locked.
+//   - backing/heap: one Go-heap region (the race detector sees it).
+//     backing/mmap: one mapped region that can be bound to a NUMA node,
+//     backed by huge pages or locked; Default uses it with huge pages where
+//     the system offers them and Go heap memory where it does not.
 //   - transport/mailbox: per-producer lock-free chunk mailboxes (the
 //     default). transport/sharded and transport/shared: bounded queues,
 //     per producer or shared, for bounding memory in flight or replaying the

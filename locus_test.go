@@ -2,10 +2,12 @@ package locus_test
 
 import (
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/locus-go/locus"
 	"github.com/locus-go/locus/conformance"
+	"github.com/locus-go/locus/internal/race"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -28,6 +30,26 @@ func TestDefaultDefaults(t *testing.T) {
 	st := p.Stats()
 	if st.BlockSize != locus.DefaultBlockSize || st.Capacity != locus.DefaultBlocks || st.Order != pool.LIFO {
 		t.Fatalf("Default() stats %+v, want %d blocks of %d bytes, LIFO", st, locus.DefaultBlocks, locus.DefaultBlockSize)
+	}
+}
+
+// The default region is mapped and advised into huge pages on Linux when it
+// spans at least two, Go heap memory under the race detector (which does
+// not see mapped memory) and on other systems.
+func TestDefaultRegion(t *testing.T) {
+	for _, blocks := range []int{16, 4096} { // 64 KiB, 16 MiB
+		p, err := locus.Default(locus.WithBlocks(blocks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := p.Backing()
+		wantMapped := runtime.GOOS == "linux" && !race.Enabled
+		if b.Mapped() != wantMapped || (b.HugePages() && (!wantMapped || blocks == 16)) {
+			t.Errorf("%d blocks: mapped %v (want %v), huge pages %v", blocks, b.Mapped(), wantMapped, b.HugePages())
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

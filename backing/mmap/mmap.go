@@ -7,8 +7,8 @@
 // be placed: on the NUMA node of the cores that use them (WithNode, Bind),
 // in huge pages to spare TLB misses (WithHugePages), resident from the start
 // (WithPrefault) or never swapped (WithLocked). It is Linux only: on other
-// systems New fails with an error wrapping errors.ErrUnsupported. Design
-// thread 0359 measured no hot-path cost against heap blocks.
+// systems New fails with an error wrapping errors.ErrUnsupported, unless
+// WithFallback lets it take Go heap memory instead (as locus.Default does).
 //
 //	b, err := mmap.New(4096, 16384, mmap.WithNode(0), mmap.WithPrefault())
 //	p, err := pool.New(b, mailbox.New(), lifo.Policy{})
@@ -48,10 +48,12 @@
 package mmap
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 
+	"github.com/locus-go/locus/internal/race"
 	"github.com/locus-go/locus/internal/sysmem"
 	"github.com/locus-go/locus/pool"
 )
@@ -66,12 +68,14 @@ const maxNodes = 4096
 // the pool, it is not safe for concurrent use.
 type Backing struct {
 	mem    []byte  // the whole mapping, page-rounded; nil once closed
-	addr   uintptr // start of mem, for the syscalls and Span
+	addr   uintptr // start of mem, for the syscalls and Span; 0 for a Go-heap region
 	size   int     // block size
 	n      int     // number of blocks; 0 once closed
 	node   int     // node of the last successful bind, if bound
 	bound  bool
 	closed bool
+	goHeap bool // WithFallback took Go heap memory instead of a mapping
+	huge   bool // the kernel accepted the huge-page advice
 }
 
 var _ pool.Backing = (*Backing)(nil)
@@ -86,6 +90,7 @@ type config struct {
 	huge     bool
 	prefault bool
 	locked   bool
+	fallback bool
 }
 
 type optionFunc func(*config)
@@ -100,6 +105,21 @@ func (f optionFunc) apply(c *config) { f(c) }
 // falls back to base pages silently when no huge page is free. New fails if
 // the kernel was built without transparent huge pages (EINVAL).
 func WithHugePages() Option { return optionFunc(func(c *config) { c.huge = true }) }
+
+// WithFallback makes New take what the system offers instead of failing
+// for want of it: huge-page advice the kernel refuses is dropped (HugePages
+// reports false), and where this package cannot map memory (systems other
+// than Linux) or the race detector is compiled in (it does not see mapped
+// memory, so a data race on block contents would go unreported), the
+// region is ordinary Go heap memory (Mapped reports false). It cannot be
+// combined with WithNode or WithLocked, which need a mapping. locus.Default
+// uses it with WithHugePages: huge pages where the system offers them, a
+// clean fallback where it does not. Do not use it where the placement is
+// the point: there a silent fallback hides the failure. With WithFallback,
+// huge pages are asked for only for a region of at least two huge pages:
+// below that the rounding would cost more memory than the TLB saves.
+// WithPrefault does nothing to a Go-heap region.
+func WithFallback() Option { return optionFunc(func(c *config) { c.fallback = true }) }
 
 // WithNode binds the region to NUMA node node, as Bind does, right after
 // mapping it and before anything touches it, so every page is allocated on
@@ -153,10 +173,21 @@ func New(blockSize, blocks int, opts ...Option) (*Backing, error) {
 		}
 		o.apply(&cfg)
 	}
+	if cfg.fallback && (cfg.bind || cfg.locked) {
+		return nil, fmt.Errorf("%w: mmap: WithFallback cannot be combined with WithNode or WithLocked", pool.ErrInvalidConfig)
+	}
 	if cfg.bind {
 		if err := checkNode(cfg.node); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.fallback && (!canMap || race.Enabled) {
+		// Go heap memory, zeroed by make; the garbage collector keeps it
+		// until Close drops it.
+		return &Backing{mem: make([]byte, blockSize*blocks), size: blockSize, n: blocks, goHeap: true}, nil
+	}
+	if cfg.fallback && cfg.huge && blockSize*blocks < 2*hugePageSize() {
+		cfg.huge = false
 	}
 	align := os.Getpagesize()
 	if cfg.huge {
@@ -193,13 +224,22 @@ func (b *Backing) Block(i int) []byte {
 	return b.mem[lo:hi:hi]
 }
 
+// Mapped reports whether the blocks live in a memory mapping (false for a
+// Go-heap region that WithFallback took instead, and after Close).
+func (b *Backing) Mapped() bool { return b != nil && b.mem != nil && !b.goHeap }
+
+// HugePages reports whether the kernel accepted the huge-page advice of
+// WithHugePages. The kernel may still back parts of the region with base
+// pages when no huge page is free (see AnonHugePages in /proc/self/smaps).
+func (b *Backing) HugePages() bool { return b != nil && b.mem != nil && b.huge }
+
 // Span returns the start address and length of the whole mapping: blocks
 // occupy the first Len()×blockSize bytes, and the length is rounded up to
 // the page size (the huge page size with WithHugePages). It returns 0, 0
 // after Close. The address is for diagnostics and for system calls such as
 // madvise on the region; it is not a Go pointer.
 func (b *Backing) Span() (addr uintptr, length int) {
-	if b == nil {
+	if b == nil || b.goHeap {
 		return 0, 0
 	}
 	return b.addr, len(b.mem)
@@ -239,6 +279,9 @@ func (b *Backing) Bind(node int) error {
 	if b.mem == nil {
 		return fmt.Errorf("%w: mmap: bind: backing was not built with New", pool.ErrInvalidArgument)
 	}
+	if b.goHeap {
+		return fmt.Errorf("mmap: bind: a Go-heap region (WithFallback) cannot be bound: %w", errors.ErrUnsupported)
+	}
 	if err := checkNode(node); err != nil {
 		return err
 	}
@@ -275,6 +318,9 @@ func (b *Backing) Placement() (node int, err error) {
 	if b.mem == nil {
 		return -1, fmt.Errorf("%w: mmap: placement: backing was not built with New", pool.ErrInvalidArgument)
 	}
+	if b.goHeap {
+		return -1, fmt.Errorf("mmap: placement: a Go-heap region (WithFallback) has no placement to report: %w", errors.ErrUnsupported)
+	}
 	return b.placement()
 }
 
@@ -291,6 +337,9 @@ func (b *Backing) Close() error {
 	}
 	mem := b.mem
 	b.mem, b.addr, b.n, b.bound, b.closed = nil, 0, 0, false, true
+	if b.goHeap {
+		return nil // the garbage collector takes it
+	}
 	if err := unmap(mem); err != nil {
 		return fmt.Errorf("mmap: munmap of %d bytes: %w", len(mem), err)
 	}

@@ -33,6 +33,9 @@ const sysfsRoot = "/sys/devices/system"
 
 var sysfs = os.DirFS(sysfsRoot)
 
+// canMap: this system has the anonymous mappings New makes.
+const canMap = true
+
 func newBacking(blockSize, blocks, length, align int, cfg config) (*Backing, error) {
 	mem, err := mapRegion(length, align)
 	if err != nil {
@@ -106,7 +109,9 @@ func unmap(mem []byte) error {
 // after the bind, lock last (mlock faults every page in).
 func (b *Backing) setup(cfg config) error {
 	if cfg.huge {
-		if err := sysMadvise(b.mem, unix.MADV_HUGEPAGE); err != nil {
+		err := sysMadvise(b.mem, unix.MADV_HUGEPAGE)
+		b.huge = err == nil
+		if err != nil && !cfg.fallback {
 			hint := ""
 			if errors.Is(err, unix.EINVAL) {
 				hint = " (kernel without transparent huge pages?)"

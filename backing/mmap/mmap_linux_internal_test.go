@@ -12,6 +12,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/locus-go/locus/internal/race"
+	"github.com/locus-go/locus/pool"
 )
 
 // None of these tests runs in parallel: they replace the package's system
@@ -397,5 +400,87 @@ func TestReadNodes(t *testing.T) {
 				t.Fatalf("readNodes = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// WithFallback drops huge-page advice the kernel refuses instead of
+// failing, asks for none below two huge pages, and takes Go heap memory in
+// race builds; a Go-heap region refuses what needs a mapping.
+func TestFallback(t *testing.T) {
+	hp := hugePageSize()
+	t.Run("advice refused", func(t *testing.T) {
+		madvise := sysMadvise
+		defer func() { sysMadvise = madvise }()
+		advised := 0
+		sysMadvise = func(b []byte, a int) error {
+			if a == unix.MADV_HUGEPAGE {
+				advised++
+				return unix.EINVAL
+			}
+			return unix.Madvise(b, a)
+		}
+		b, err := New(4096, 2*hp/4096, WithHugePages(), WithFallback())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if b.HugePages() || b.Mapped() == race.Enabled || (advised != 1) == !race.Enabled {
+			t.Fatalf("huge %v mapped %v advised %d (race %v)", b.HugePages(), b.Mapped(), advised, race.Enabled)
+		}
+	})
+	t.Run("small region", func(t *testing.T) {
+		b, err := New(4096, hp/4096, WithHugePages(), WithFallback())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if _, n := b.Span(); b.HugePages() || (b.Mapped() && n != hp) {
+			t.Fatalf("a region of one huge page: advised %v, %d bytes mapped", b.HugePages(), n)
+		}
+	})
+	t.Run("large region", func(t *testing.T) {
+		b, err := New(4096, 4*hp/4096, WithHugePages(), WithFallback())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if race.Enabled {
+			checkGoHeap(t, b)
+			return
+		}
+		defer b.Close()
+		if !b.Mapped() {
+			t.Fatal("not mapped on Linux without the race detector")
+		}
+		if addr, _ := b.Span(); b.HugePages() && addr%uintptr(hp) != 0 {
+			t.Fatalf("advised region at %#x, not huge-page aligned", addr)
+		}
+	})
+	for _, o := range []Option{WithNode(0), WithLocked()} {
+		if _, err := New(4096, 4, o, WithFallback()); !errors.Is(err, pool.ErrInvalidConfig) {
+			t.Errorf("WithFallback with a placement option: %v, want ErrInvalidConfig", err)
+		}
+	}
+}
+
+// checkGoHeap checks what a Go-heap region from WithFallback does, and
+// closes it.
+func checkGoHeap(t *testing.T, b *Backing) {
+	t.Helper()
+	if b.Mapped() || b.HugePages() || b.Len() == 0 {
+		t.Fatalf("mapped %v huge %v len %d", b.Mapped(), b.HugePages(), b.Len())
+	}
+	if addr, n := b.Span(); addr != 0 || n != 0 {
+		t.Errorf("Span of a Go-heap region: %#x, %d", addr, n)
+	}
+	if err := b.Bind(0); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Bind: %v", err)
+	}
+	if _, err := b.Placement(); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Placement: %v", err)
+	}
+	blk := b.Block(b.Len() - 1)
+	blk[len(blk)-1] = 1
+	if err := b.Close(); err != nil || b.Len() != 0 || b.Close() != nil {
+		t.Fatalf("Close: %v, len %d", err, b.Len())
 	}
 }

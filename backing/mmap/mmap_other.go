@@ -7,6 +7,10 @@ import (
 	"fmt"
 )
 
+// canMap: this system has no mapping New can make (WithFallback takes Go
+// heap memory instead).
+const canMap = false
+
 // errUnsupported is what every constructor returns off Linux.
 var errUnsupported = fmt.Errorf("mmap: mapped backing is implemented on Linux only: %w", errors.ErrUnsupported)
 
