@@ -22,10 +22,12 @@ run)
 	mkdir -p "$out"
 	bin=.devbin/locus-eval
 	nproc
+	lscpu | head -30 || true
 	# Scaling first: it is what only a many-core machine can show.
-	timeout 240 "$bin" scale -runs 10 -json -q >"$out/scale.json" 2>"$out/scale.err" || echo "scale: exit $?"
-	"$bin" report -text "$out/scale.json" 2>&1 | tail -60 || true
-	timeout 200 "$bin" -runs 8 -json -q >"$out/run.json" 2>"$out/run.err" || echo "scoreboard: exit $?"
+	timeout 150 "$bin" scale -runs 10 -json -q >"$out/scale.json" 2>"$out/manycore.err" || echo "scale: exit $?"
+	"$bin" report -text "$out/scale.json" 2>&1 | tail -70 || true
+	timeout 150 "$bin" -runs 8 -json -q >"$out/run.json" 2>>"$out/manycore.err" || echo "scoreboard: exit $?"
+	"$bin" report -text "$out/run.json" 2>&1 | grep -A16 '^Targets' || true
 	;;
 *)
 	echo "usage: scripts/manycore.sh build | run OUTDIR" >&2

@@ -15,8 +15,8 @@ import (
 // fences maps an import path to the only directories (relative to the module
 // root, slash-separated) whose non-test files may import it.
 var fences = map[string][]string{
-	"unsafe":                {"backing/mmap"},
-	"golang.org/x/sys/unix": {"backing/mmap"},
+	"unsafe":                {"backing/mmap", "backing/cuda"},
+	"golang.org/x/sys/unix": {"backing/mmap", "backing/cuda"},
 	"syscall":               {"backing/mmap"},
 	"testing":               {"conformance", "bench"},
 
@@ -27,6 +27,7 @@ var fences = map[string][]string{
 	"gonum.org/v1/plot":                                       {"internal/eval", "cmd"},
 	"github.com/libp2p/go-buffer-pool":                        {"bench"},
 	"github.com/bytedance/gopkg/lang/mcache":                  {"bench"},
+	"github.com/ebitengine/purego":                            {"backing/cuda"},
 }
 
 // heavy are module path prefixes that users of the engine and the
@@ -43,13 +44,15 @@ var heavy = []string{
 	"github.com/locus-go/locus/bench",
 	"github.com/locus-go/locus/internal/eval",
 	"github.com/locus-go/locus/conformance",
+	"github.com/ebitengine/purego",
 }
 
 // libraries are the packages a serving engine imports to get blocks.
 var libraries = []string{
 	"github.com/locus-go/locus",
 	"github.com/locus-go/locus/pool/...",
-	"github.com/locus-go/locus/backing/...",
+	"github.com/locus-go/locus/backing/heap",
+	"github.com/locus-go/locus/backing/mmap",
 	"github.com/locus-go/locus/transport/mailbox",
 	"github.com/locus-go/locus/transport/sharded",
 	"github.com/locus-go/locus/transport/shared",
