@@ -26,9 +26,10 @@
 // space is always a set of maximal free runs. Best fit keeps one list of
 // free runs per length and a hierarchical bitset over lengths: finding the
 // best fit is a few word operations per level (at most five), and every
-// other step is O(1). First fit keeps a max segment tree over page indices:
-// finding the first fit and every update are O(log pages). Nothing
-// allocates after New.
+// other step is O(1). First fit keeps a max tree of fan-out 16 over page
+// indices (one cache line per node): finding the first fit and every
+// update are O(log16 pages), four levels for 65,536 pages. Best fit is the
+// faster of the two (see FirstFit). Nothing allocates after New.
 //
 // Stats.Fragmentation reports the external fragmentation of the free space,
 // 1 - LargestFree/Free: a region may have enough free pages for a run and
