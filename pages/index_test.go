@@ -48,7 +48,7 @@ func TestBitset(t *testing.T) {
 
 // TestByAddr checks the first-fit tree against a linear scan.
 func TestByAddr(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 100, 1024, 1500} {
+	for _, n := range []int{1, 2, 3, 16, 17, 100, 256, 257, 1024, 1500, 4097} {
 		x := newByAddr(n)
 		ref := make([]uint32, n)
 		rng := rand.New(rand.NewPCG(uint64(n), 2))
