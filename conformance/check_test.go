@@ -18,6 +18,8 @@ import (
 	"github.com/locus-go/locus/pages"
 	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/tier"
+	"github.com/locus-go/locus/tier/host"
 	"github.com/locus-go/locus/transport/mailbox"
 )
 
@@ -42,6 +44,13 @@ func TestMain(m *testing.M) {
 		}
 		return pages.New(b, 64, cfg.Options()...)
 	})
+	beforeFlags["CheckTier"] = conformance.CheckTier(func() (*tier.Manager, error) {
+		st, err := host.New(256, 16)
+		if err != nil {
+			return nil, err
+		}
+		return tier.New(st)
+	})
 	os.Exit(m.Run())
 }
 
@@ -56,8 +65,8 @@ func newPool() (*pool.Pool[*heap.Backing, *mailbox.Transport, lifo.Policy], erro
 // TestCheckOutsideGoTest: the Check drivers work in a program that has not
 // set up the testing package.
 func TestCheckOutsideGoTest(t *testing.T) {
-	if len(beforeFlags) != 6 {
-		t.Fatalf("TestMain ran %d Check drivers, want 6", len(beforeFlags))
+	if len(beforeFlags) != 7 {
+		t.Fatalf("TestMain ran %d Check drivers, want 7", len(beforeFlags))
 	}
 	for name, err := range beforeFlags {
 		if err != nil {

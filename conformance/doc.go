@@ -15,6 +15,7 @@
 //
 //	TestClasses(t, newClasses)     CheckClasses(newClasses)
 //	TestPages(t, newPages)         CheckPages(newPages)
+//	TestTier(t, newTier)           CheckTier(newTier)
 //
 // A Test driver runs every case as a named subtest on fresh instances built by
 // the constructor, which receives the subtest's *testing.T (so it may call

@@ -60,6 +60,7 @@ var libraries = []string{
 	"github.com/locus-go/locus/kv",
 	"github.com/locus-go/locus/classes",
 	"github.com/locus-go/locus/pages",
+	"github.com/locus-go/locus/tier/...",
 }
 
 // TestLibraryDeps keeps Prometheus, ZMQ, MessagePack, plotting and the test

@@ -1,0 +1,433 @@
+package conformance
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/locus-go/locus/tier"
+)
+
+// Tier is the surface of an offload tier that TestTier and CheckTier
+// exercise: *tier.Manager has it, over any tier.Storage (tier/host,
+// tier/disk, your own). The suite takes this interface so that a tier
+// manager of another design (a remote store with its own index) can be
+// checked against the same contract.
+type Tier interface {
+	Lookup(keys []tier.Key, dst []tier.Result) []tier.Result
+	Touch(keys []tier.Key)
+	PrepareLoad(keys []tier.Key) (tier.LoadPlan, error)
+	CompleteLoad(j tier.Job) error
+	PrepareStore(keys []tier.Key) (tier.StorePlan, error)
+	CompleteStore(j tier.Job, ok bool) error
+	Store(keys []tier.Key, srcs [][]byte) (tier.StorePlan, error)
+	Load(keys []tier.Key, dsts [][]byte) (tier.Job, error)
+	Drain(dst []tier.Done) ([]tier.Done, error)
+	Reset() error
+	Stats() tier.Stats
+	TakeEvents(dst []tier.Event) []tier.Event
+	BlockSize() int
+	Capacity() int
+	Close() error
+}
+
+// tierMin is the smallest capacity the suite takes.
+const tierMin = 8
+
+// TestTier runs the tier suite: each case on a fresh, empty tier that newT
+// builds (16 to a few hundred slots of small blocks keep it fast). It
+// checks:
+//
+//   - round trip: every stored block is HIT_PENDING until the Drain that
+//     reports its store, then a HIT whose Load returns exactly its bytes
+//     (a lost store, a torn or corrupt read served, fail it);
+//   - accounting: Free + Evictable + StorePending + LoadPinned equals
+//     Capacity, and each count is exactly what the calls made it;
+//   - pins: a block pinned by PrepareLoad is never evicted, PrepareStore
+//     refuses with tier.ErrNoSpace (evicting nothing) when the unpinned
+//     blocks are too few, and never evicts a key of its own call;
+//   - jobs: a completion after Reset fails with tier.ErrStaleJob, a
+//     second or forged one with tier.ErrInvalidJob, and neither changes
+//     what the tier serves;
+//   - events: BlockStored and BlockRemoved name the keys, with a medium.
+//
+// The suite closes the tiers it is given.
+func TestTier[T Tier](t *testing.T, newT func(t *testing.T) T) {
+	t.Helper()
+	tierSuite().runT(t, func(t *testing.T) Tier { return newT(t) })
+}
+
+// CheckTier runs the tier suite outside go test (it calls no testing
+// function) and returns every violation found, joined with errors.Join.
+func CheckTier[T Tier](newT func() (T, error)) error {
+	return tierSuite().runCheck(func() (Tier, error) {
+		x, err := newT()
+		if err != nil {
+			return nil, err
+		}
+		return x, nil
+	})
+}
+
+func tierSuite() suite[Tier] {
+	return suite[Tier]{
+		cases:   tierCases,
+		abort:   func(x Tier) { _ = x.Close() },
+		release: func(x Tier) { _ = x.Close() },
+	}
+}
+
+var tierCases = []testCase[Tier]{
+	{name: "RoundTrip", explanation: "a stored block is HIT_PENDING until the Drain that reports its store, then a HIT whose Load returns exactly its bytes", run: tierRoundTrip},
+	{name: "Accounting", explanation: "Free + Evictable + StorePending + LoadPinned == Capacity, each count exactly what the calls made it", run: tierAccounting},
+	{name: "Pins", explanation: "a pinned block is never evicted; PrepareStore refuses with ErrNoSpace, evicting nothing, when too little is evictable, and never evicts a key of its own call", run: tierPins},
+	{name: "Jobs", explanation: "a completion after Reset fails with ErrStaleJob, a second or forged one with ErrInvalidJob, and neither changes what the tier serves", run: tierJobs},
+	{name: "Events", explanation: "BlockStored and BlockRemoved events name the blocks, each with the tier's medium", run: tierEvents},
+}
+
+// tierKey returns the suite's i-th key.
+func tierKey(i int) tier.Key {
+	return tier.KeyOf([]byte("conformance-tier-"+strconv.Itoa(i)), uint32(i%3))
+}
+
+func tierKeys(lo, hi int) []tier.Key {
+	ks := make([]tier.Key, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		ks = append(ks, tierKey(i))
+	}
+	return ks
+}
+
+// tierBlock is key i's content: every byte depends on the key and the
+// position, so a block of another key, a torn or shifted one differs.
+func tierBlock(i, size int) []byte {
+	b := make([]byte, size)
+	x := uint32(i)*2654435761 + 1
+	for j := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[j] = byte(x)
+	}
+	return b
+}
+
+func tierSize(x Tier) (int, error) {
+	if n := x.Capacity(); n < tierMin || x.BlockSize() <= 0 {
+		return 0, violationf(ErrContract, "a tier of %d slots of %d bytes: the suite needs %d slots or more", n, x.BlockSize(), tierMin)
+	}
+	return min(x.Capacity(), 256), nil
+}
+
+// tierWait drains until every job in want is reported, and returns the
+// reports. A job never reported is lost.
+func tierWait(r *run[Tier], want ...tier.Job) ([]tier.Done, error) {
+	left := slices.Clone(want)
+	var out []tier.Done
+	deadline := time.Now().Add(20 * time.Second)
+	for len(left) > 0 {
+		done, err := r.x.Drain(nil)
+		if err != nil {
+			return out, violationf(ErrContract, "Drain: %v", err)
+		}
+		for _, d := range done {
+			i := slices.Index(left, d.Job)
+			if i < 0 {
+				return out, violationf(ErrDuplicated, "Drain reported %v, which is not in flight", d.Job)
+			}
+			left = slices.Delete(left, i, i+1)
+			out = append(out, d)
+		}
+		if len(done) == 0 {
+			if time.Now().After(deadline) || r.ctx.Err() != nil {
+				return out, violationf(ErrLost, "%d jobs never reported by Drain", len(left))
+			}
+			runtime.Gosched()
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	return out, nil
+}
+
+// tierAccount checks the identity and, if want is not nil, the four counts.
+func tierAccount(x Tier, what string, want *[4]int) error {
+	s := x.Stats()
+	got := [4]int{s.Free, s.Evictable, s.StorePending, s.LoadPinned}
+	if got[0]+got[1]+got[2]+got[3] != s.Capacity || s.Capacity != x.Capacity() {
+		return violationf(ErrAccounting, "%s: free %d + evictable %d + store-pending %d + load-pinned %d != capacity %d", what, got[0], got[1], got[2], got[3], s.Capacity)
+	}
+	if want != nil && got != *want {
+		return violationf(ErrAccounting, "%s: free, evictable, store-pending, load-pinned = %v, want %v", what, got, *want)
+	}
+	return nil
+}
+
+// tierStore stores blocks lo..hi through Store and waits for the store.
+func tierStore(r *run[Tier], lo, hi int) error {
+	bs := r.x.BlockSize()
+	srcs := make([][]byte, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		srcs = append(srcs, tierBlock(i, bs))
+	}
+	ks := tierKeys(lo, hi)
+	plan, err := r.x.Store(ks, srcs)
+	if err != nil {
+		return contractErr(fmt.Sprintf("Store of blocks %d..%d", lo, hi), err)
+	}
+	if len(plan.Keys) != hi-lo {
+		return violationf(ErrContract, "Store of %d new blocks planned %d", hi-lo, len(plan.Keys))
+	}
+	for i, res := range r.x.Lookup(ks, nil) {
+		if res == tier.Hit {
+			return violationf(ErrAliased, "block %d is a HIT before the Drain that reports its store", lo+i)
+		}
+	}
+	done, err := tierWait(r, plan.Job)
+	if err != nil {
+		return err
+	}
+	if !done[0].OK {
+		return violationf(ErrLost, "the store of blocks %d..%d failed: %v", lo, hi, done[0].Err)
+	}
+	return nil
+}
+
+// tierVerify loads blocks lo..hi and compares their bytes.
+func tierVerify(r *run[Tier], lo, hi int) error {
+	bs := r.x.BlockSize()
+	ks := tierKeys(lo, hi)
+	for i, res := range r.x.Lookup(ks, nil) {
+		if res != tier.Hit {
+			return violationf(ErrLost, "stored block %d looks up as %v", lo+i, res)
+		}
+	}
+	dsts := make([][]byte, hi-lo)
+	for i := range dsts {
+		dsts[i] = make([]byte, bs)
+	}
+	j, err := r.x.Load(ks, dsts)
+	if err != nil {
+		return violationf(ErrLost, "Load of stored blocks %d..%d: %v", lo, hi, err)
+	}
+	done, err := tierWait(r, j)
+	if err != nil {
+		return err
+	}
+	if !done[0].OK {
+		return violationf(ErrLost, "the load of stored blocks %d..%d failed: %v", lo, hi, done[0].Err)
+	}
+	for i := range dsts {
+		if !bytes.Equal(dsts[i], tierBlock(lo+i, bs)) {
+			return violationf(ErrCorrupted, "block %d loaded with other bytes than stored", lo+i)
+		}
+	}
+	return nil
+}
+
+func tierRoundTrip(r *run[Tier]) error {
+	n, err := tierSize(r.x)
+	if err != nil {
+		return err
+	}
+	for round := range 3 {
+		lo := round * n
+		// The eviction policy is the tier's: only the blocks just
+		// stored are sure to be there.
+		for _, h := range [][2]int{{lo, lo + n/2}, {lo + n/2, lo + n}} {
+			if err := tierStore(r, h[0], h[1]); err != nil {
+				return err
+			}
+			if err := tierVerify(r, h[0], h[1]); err != nil {
+				return err
+			}
+		}
+		if err := tierAccount(r.x, "after a round trip", nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tierAccounting(r *run[Tier]) error {
+	n, err := tierSize(r.x)
+	if err != nil {
+		return err
+	}
+	c := r.x.Capacity()
+	if err := tierAccount(r.x, "empty", &[4]int{c, 0, 0, 0}); err != nil {
+		return err
+	}
+	if err := tierStore(r, 0, n/2); err != nil {
+		return err
+	}
+	if err := tierAccount(r.x, "after a store", &[4]int{c - n/2, n / 2, 0, 0}); err != nil {
+		return err
+	}
+	sp, err := r.x.PrepareStore(tierKeys(n/2, n/2+2))
+	if err != nil {
+		return contractErr("PrepareStore", err)
+	}
+	lp, err := r.x.PrepareLoad(tierKeys(0, 3))
+	if err != nil {
+		return contractErr("PrepareLoad", err)
+	}
+	if err := tierAccount(r.x, "with a store and a load prepared", &[4]int{c - n/2 - 2, n/2 - 3, 2, 3}); err != nil {
+		return err
+	}
+	if err := r.x.CompleteStore(sp.Job, false); err != nil {
+		return contractErr("CompleteStore(failed)", err)
+	}
+	if err := r.x.CompleteLoad(lp.Job); err != nil {
+		return contractErr("CompleteLoad", err)
+	}
+	if err := tierAccount(r.x, "after both completed (the store failed)", &[4]int{c - n/2, n / 2, 0, 0}); err != nil {
+		return err
+	}
+	if err := r.x.Reset(); err != nil {
+		return contractErr("Reset", err)
+	}
+	return tierAccount(r.x, "after Reset", &[4]int{c, 0, 0, 0})
+}
+
+func tierPins(r *run[Tier]) error {
+	c := r.x.Capacity()
+	if c > 512 {
+		return skip("the pin case fills the tier: %d slots is too many", c)
+	}
+	if err := tierStore(r, 0, c); err != nil {
+		return err
+	}
+	pinned := c / 2
+	lp, err := r.x.PrepareLoad(tierKeys(0, pinned))
+	if err != nil {
+		return contractErr("PrepareLoad", err)
+	}
+	// Too many: refused, nothing evicted.
+	if _, err := r.x.PrepareStore(tierKeys(c, c+c-pinned+1)); !errors.Is(err, tier.ErrNoSpace) {
+		return violationf(ErrContract, "PrepareStore of more blocks than are evictable: %v, want ErrNoSpace", err)
+	}
+	if s := r.x.Stats(); s.Evictable != c-pinned {
+		return violationf(ErrAccounting, "a refused PrepareStore evicted: %d evictable, want %d", s.Evictable, c-pinned)
+	}
+	// Exactly enough, with one pinned and one unpinned key of the call
+	// present: only unpinned blocks outside the call go.
+	ks := append(tierKeys(pinned, pinned+1), tierKeys(c, c+c-pinned-1)...)
+	sp, err := r.x.PrepareStore(ks)
+	if err != nil {
+		return contractErr("PrepareStore of as many blocks as are evictable", err)
+	}
+	for _, k := range sp.Evicted {
+		if i := slices.Index(tierKeys(0, pinned+1), k); i >= 0 {
+			return violationf(ErrAliased, "block %d was evicted while pinned or while among the keys being stored", i)
+		}
+	}
+	for i, res := range r.x.Lookup(tierKeys(0, pinned+1), nil) {
+		if res != tier.Hit {
+			return violationf(ErrLost, "pinned block %d looks up as %v after a store that evicted", i, res)
+		}
+	}
+	if err := r.x.CompleteStore(sp.Job, true); err != nil {
+		return contractErr("CompleteStore", err)
+	}
+	if err := r.x.CompleteLoad(lp.Job); err != nil {
+		return contractErr("CompleteLoad", err)
+	}
+	if err := tierVerify(r, 0, pinned+1); err != nil {
+		return err
+	}
+	return tierAccount(r.x, "after the pins", &[4]int{0, c, 0, 0})
+}
+
+func tierJobs(r *run[Tier]) error {
+	if err := tierStore(r, 0, 4); err != nil {
+		return err
+	}
+	sp, err := r.x.PrepareStore(tierKeys(4, 6))
+	if err != nil {
+		return contractErr("PrepareStore", err)
+	}
+	lp, err := r.x.PrepareLoad(tierKeys(0, 2))
+	if err != nil {
+		return contractErr("PrepareLoad", err)
+	}
+	if err := r.x.CompleteStore(sp.Job, true); err != nil {
+		return contractErr("CompleteStore", err)
+	}
+	if err := r.x.CompleteStore(sp.Job, true); !errors.Is(err, tier.ErrInvalidJob) {
+		return violationf(ErrContract, "a second CompleteStore of one job: %v, want ErrInvalidJob", err)
+	}
+	if err := r.x.CompleteLoad(tier.Job{}); !errors.Is(err, tier.ErrInvalidJob) {
+		return violationf(ErrContract, "CompleteLoad of the zero job: %v, want ErrInvalidJob", err)
+	}
+	other, err := r.another()
+	if err != nil {
+		return err
+	}
+	op, err := other.PrepareStore(tierKeys(0, 1))
+	if err != nil {
+		return contractErr("PrepareStore on a second tier", err)
+	}
+	if err := r.x.CompleteStore(op.Job, true); !errors.Is(err, tier.ErrInvalidJob) {
+		return violationf(ErrContract, "CompleteStore of another tier's job: %v, want ErrInvalidJob", err)
+	}
+	// A reset with jobs in flight: their completions are stale.
+	sp2, err := r.x.PrepareStore(tierKeys(10, 12))
+	if err != nil {
+		return contractErr("PrepareStore", err)
+	}
+	if err := r.x.Reset(); err != nil {
+		return contractErr("Reset", err)
+	}
+	if err := r.x.CompleteStore(sp2.Job, true); !errors.Is(err, tier.ErrStaleJob) {
+		return violationf(ErrContract, "CompleteStore of a job issued before Reset: %v, want ErrStaleJob", err)
+	}
+	if err := r.x.CompleteLoad(lp.Job); !errors.Is(err, tier.ErrStaleJob) {
+		return violationf(ErrContract, "CompleteLoad of a job issued before Reset: %v, want ErrStaleJob", err)
+	}
+	for i, res := range r.x.Lookup(append(tierKeys(0, 6), tierKeys(10, 12)...), nil) {
+		if res != tier.Miss {
+			return violationf(ErrAliased, "after Reset and a stale completion, key %d looks up as %v", i, res)
+		}
+	}
+	return tierAccount(r.x, "after stale completions", &[4]int{r.x.Capacity(), 0, 0, 0})
+}
+
+func tierEvents(r *run[Tier]) error {
+	c := r.x.Capacity()
+	if c > 512 {
+		return skip("the event case fills the tier: %d slots is too many", c)
+	}
+	r.x.TakeEvents(nil)
+	if err := tierStore(r, 0, c); err != nil {
+		return err
+	}
+	if err := tierStore(r, c, c+1); err != nil {
+		return err
+	}
+	stored, removed := map[tier.Key]bool{}, map[tier.Key]bool{}
+	for _, e := range r.x.TakeEvents(nil) {
+		if e.Medium == "" {
+			return violationf(ErrContract, "a %v event without a medium", e.Kind)
+		}
+		for _, k := range e.Keys {
+			switch e.Kind {
+			case tier.BlockStored:
+				stored[k] = true
+			case tier.BlockRemoved:
+				removed[k] = true
+			}
+		}
+	}
+	if len(stored) != c+1 {
+		return violationf(ErrLost, "%d blocks stored, %d announced by BlockStored", c+1, len(stored))
+	}
+	if len(removed) != 1 {
+		return violationf(ErrLost, "one block evicted, %d announced by BlockRemoved", len(removed))
+	}
+	return nil
+}

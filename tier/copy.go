@@ -1,0 +1,179 @@
+package tier
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/locus-go/locus/pool"
+)
+
+// task is one Store or Load job handed to the copy workers. The worker
+// owns the task; it shares nothing with the owner but the slot memory
+// (through the Storage) and the caller's buffers, both fenced by the
+// slot states (see the package doc).
+type task struct {
+	idx   uint32
+	gen   uint64
+	store bool
+	slots []int32
+	keys  []Key
+	gens  []uint64
+	bufs  [][]byte
+}
+
+// Store prepares a store of keys (as PrepareStore) and copies the blocks
+// to store from srcs (srcs[i] is the block of keys[i], BlockSize bytes) on
+// a copy worker. The keys stay HitPending until the Drain that reports the
+// job done. The caller must not change a stored src until then: the copy
+// may run at any time before.
+//
+// It fails as PrepareStore does, and with an error wrapping
+// pool.ErrInvalidArgument if srcs does not match keys.
+func (m *Manager) Store(keys []Key, srcs [][]byte) (StorePlan, error) {
+	if len(srcs) != len(keys) {
+		return StorePlan{}, fmt.Errorf("%w: tier: %d keys, %d blocks", errArg, len(keys), len(srcs))
+	}
+	for i, b := range srcs {
+		if len(b) != m.bs {
+			return StorePlan{}, fmt.Errorf("%w: tier: block %d is %d bytes, want %d", errArg, i, len(b), m.bs)
+		}
+	}
+	plan, err := m.prepareStore(keys)
+	if err != nil || plan.Job.IsZero() {
+		m.debugCheck()
+		return plan, err
+	}
+	rec := &m.jobs[plan.Job.idx]
+	t := task{idx: plan.Job.idx, gen: plan.Job.gen, store: true, slots: rec.slots, keys: plan.Keys, bufs: make([][]byte, len(plan.Keys))}
+	for i, p := range plan.Positions {
+		t.bufs[i] = srcs[p]
+	}
+	m.tasks <- t // never blocks: at most maxJobs jobs are in flight, the channel's capacity
+	m.debugCheck()
+	return plan, nil
+}
+
+// Load pins the blocks of keys (as PrepareLoad) and copies them into dsts
+// (dsts[i] receives the block of keys[i], BlockSize bytes) on a copy
+// worker. The caller must not read a dst until the Drain that reports the
+// job done, and must use it only if that Done is OK.
+//
+// It fails as PrepareLoad does, and with an error wrapping
+// pool.ErrInvalidArgument if dsts does not match keys.
+func (m *Manager) Load(keys []Key, dsts [][]byte) (Job, error) {
+	if len(dsts) != len(keys) {
+		return Job{}, fmt.Errorf("%w: tier: %d keys, %d buffers", errArg, len(keys), len(dsts))
+	}
+	for i, b := range dsts {
+		if len(b) != m.bs {
+			return Job{}, fmt.Errorf("%w: tier: buffer %d is %d bytes, want %d", errArg, i, len(b), m.bs)
+		}
+	}
+	plan, err := m.prepareLoad(keys)
+	if err != nil {
+		m.debugCheck()
+		return Job{}, err
+	}
+	rec := &m.jobs[plan.Job.idx]
+	t := task{idx: plan.Job.idx, gen: plan.Job.gen, slots: rec.slots, keys: make([]Key, len(keys)), gens: make([]uint64, len(keys)), bufs: dsts}
+	for i, s := range rec.slots {
+		t.keys[i] = m.slots[s].key
+		t.gens[i] = m.slots[s].gen
+	}
+	m.tasks <- t
+	m.debugCheck()
+	return plan.Job, nil
+}
+
+// worker runs copy tasks until the task channel closes. It reports each
+// finished task as one handle on its own mailbox producer (used by this
+// goroutine only): the job's generation and index, and in the pool field 0
+// for success or 1 + the index of the block that failed.
+func (m *Manager) worker(p pool.Producer) {
+	defer m.wg.Done()
+	defer func() { _ = p.Close() }()
+	var enc [pool.HandleSize]byte
+	var out [1]pool.Handle
+	for t := range m.tasks {
+		failed := -1
+		for i, s := range t.slots {
+			if !m.copy(&t, i, s) {
+				failed = i
+				break
+			}
+		}
+		binary.LittleEndian.PutUint64(enc[0:], t.gen)
+		binary.LittleEndian.PutUint32(enc[8:], t.idx)
+		binary.LittleEndian.PutUint32(enc[12:], uint32(failed+1))
+		_ = out[0].UnmarshalBinary(enc[:])
+		if p.Send(out[:]) != nil {
+			return // the transport closed under us: the Manager is closing
+		}
+	}
+}
+
+// copy runs one block of a task under the slot's guard word.
+func (m *Manager) copy(t *task, i int, s int32) bool {
+	g := &m.guards[s]
+	if t.store {
+		if !g.CompareAndSwap(0, -1) {
+			m.clashes.Add(1)
+			return false
+		}
+		err := m.st.WriteSlot(int(s), t.keys[i], t.gen, t.bufs[i])
+		g.Store(0)
+		return err == nil
+	}
+	for {
+		v := g.Load()
+		if v < 0 {
+			m.clashes.Add(1)
+			return false
+		}
+		if g.CompareAndSwap(v, v+1) {
+			break
+		}
+	}
+	err := m.st.ReadSlot(int(s), t.keys[i], t.gens[i], t.bufs[i])
+	g.Add(-1)
+	return err == nil
+}
+
+// Drain applies the completions the copy workers sent since the last
+// Drain and appends one Done per finished Store or Load job to dst. It
+// never waits for a copy. Call it once per engine step.
+func (m *Manager) Drain(dst []Done) ([]Done, error) {
+	if m.closed {
+		return dst, errClosed
+	}
+	m.done = dst
+	m.tr.Drain(m.sink)
+	dst, m.done = m.done, nil
+	m.debugCheck()
+	return dst, nil
+}
+
+// complete is the sink of Drain: it applies each completion.
+func (m *Manager) complete(chunk []pool.Handle) {
+	for _, h := range chunk {
+		var buf [pool.HandleSize]byte
+		enc, _ := h.AppendBinary(buf[:0])
+		gen := binary.LittleEndian.Uint64(enc[0:])
+		idx := binary.LittleEndian.Uint32(enc[8:])
+		failed := int(binary.LittleEndian.Uint32(enc[12:])) - 1
+		if int(idx) >= len(m.jobs) || m.jobs[idx].gen != gen || !m.jobs[idx].copying {
+			m.c.invalid++ // cannot happen: workers report only jobs they were given
+			continue
+		}
+		d := Done{Job: Job{gen: gen, idx: idx, mgr: m.id}, Store: m.jobs[idx].kind == storeJob, OK: failed < 0, Failed: failed}
+		if d.Store {
+			d.Err = m.finishStore(idx, d.OK)
+		} else {
+			d.Err = m.finishLoad(idx, failed)
+		}
+		if !d.OK && d.Err == nil {
+			d.Err = fmt.Errorf("tier: copy of block %d of %v failed", failed, d.Job)
+		}
+		m.done = append(m.done, d)
+	}
+}

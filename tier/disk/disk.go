@@ -1,0 +1,350 @@
+// Package disk is a tier.Storage in one preallocated local file of fixed,
+// page-aligned slots, read and written with pread/pwrite (os.File.ReadAt
+// and WriteAt).
+//
+// Every slot starts with a 64-byte header: the block's key, its length,
+// a CRC-32C of the payload, the write generation and a CRC-32C of the
+// header itself. A block is written payload first, header last, so a slot
+// is never served unless it holds exactly the block asked for, intact: a
+// torn write (a crash mid-write), a stale slot (another key, an older
+// generation, one written before a Reset) and a corrupt one all fail with
+// tier.ErrCorrupt, and the tier.Manager drops them. On Open the index is
+// rebuilt from the file: complete, checksummed blocks are served again,
+// the others are discarded and counted (Recovery).
+//
+// Writes are not synced: a block survives the process being killed (the
+// kernel's page cache holds it), not a power loss, unless WithSyncWrites.
+// Slots are page-aligned and page-sized multiples, the layout O_DIRECT
+// needs; this version does buffered I/O (see the module's README for the
+// O_DIRECT plan).
+//
+// Use it as the tier behind the host tier: blocks too many for host memory
+// and worth more than recomputing them (disk tiers in the field admit only
+// blocks looked up twice: tier.Admission.MinLookups = 2).
+package disk
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/tier"
+)
+
+// pageSize aligns slots: the logical block size O_DIRECT asks for on every
+// common file system.
+const pageSize = 4096
+
+// maxBlockSize bounds a block: 1 GiB.
+const maxBlockSize = 1 << 30
+
+// Option configures a disk tier.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	sync bool
+}
+
+// WithSyncWrites syncs the file (fdatasync) after every block written, so
+// blocks survive a power loss, at the cost of a device flush per block.
+func WithSyncWrites() Option { return optionFunc(func(c *config) { c.sync = true }) }
+
+// Recovery counts what Open found in the file.
+type Recovery struct {
+	// Recovered blocks are complete and checksummed: served again.
+	Recovered int
+	// Discarded slots held a torn or corrupt block (a write cut short by
+	// a crash), or a duplicate of a newer block; Stale ones a block
+	// written before a Reset. Both are free now.
+	Discarded, Stale int
+	// Empty slots were never written.
+	Empty int
+}
+
+// Tier is a file of fixed slots for a tier.Manager. Build it with Open and
+// give it to tier.New, which calls its methods as the Storage contract
+// says. WriteSlot and ReadSlot may run on several goroutines at once (each
+// on its own slot); ReadAt and WriteAt are safe for that.
+type Tier struct {
+	f        *os.File
+	path     string
+	bs       int
+	slots    int
+	slotSize int
+	cfg      config
+
+	floor    atomic.Uint64
+	rec      []tier.Recovered
+	recovery Recovery
+	nextGen  uint64
+
+	bufs   sync.Pool // *[]byte of HeaderSize bytes
+	closed atomic.Bool
+	// writeChunk splits a payload write into pwrites of this many bytes
+	// (0: one pwrite): the crash test uses it to make torn writes likely.
+	writeChunk int
+	chunkPause time.Duration // and pauses this long between them
+}
+
+var _ tier.Storage = (*Tier)(nil)
+
+// SlotSize returns the bytes a slot of a blockSize-byte block takes: the
+// header and the block, rounded up to whole pages.
+func SlotSize(blockSize int) int {
+	return (HeaderSize + blockSize + pageSize - 1) / pageSize * pageSize
+}
+
+// Open opens the disk tier in the file at path, creating and preallocating
+// it if it does not exist or is empty, and rebuilding the index from it
+// otherwise (see Recovery). It fails with an error wrapping
+// pool.ErrInvalidConfig for a non-positive or too large size or count, or a
+// file that holds a tier of another geometry; with tier.ErrCorrupt for a
+// file that is not a disk tier; with the file system's error otherwise.
+func Open(path string, blockSize, slots int, opts ...Option) (*Tier, error) {
+	var cfg config
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: disk: nil option", pool.ErrInvalidConfig)
+		}
+		o.apply(&cfg)
+	}
+	if blockSize <= 0 || blockSize > maxBlockSize || slots <= 0 || slots > pool.MaxBlocks {
+		return nil, fmt.Errorf("%w: disk tier of %d slots of %d bytes", pool.ErrInvalidConfig, slots, blockSize)
+	}
+	ss := SlotSize(blockSize)
+	size := int64(superSize) + int64(slots)*int64(ss)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("disk: %w", err)
+	}
+	t := &Tier{f: f, path: path, bs: blockSize, slots: slots, slotSize: ss, cfg: cfg, nextGen: 1}
+	t.bufs.New = func() any { b := make([]byte, HeaderSize); return &b }
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("disk: %w", err)
+	}
+	want := super{blockSize: uint32(blockSize), slots: uint32(slots), slotSize: uint32(ss)}
+	if fi.Size() == 0 {
+		err = t.create(size, want)
+	} else {
+		err = t.recover(fi.Size(), size, want)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// create preallocates a fresh file: the superblock, then zeroed (empty)
+// slots. Truncate gives a sparse file; the blocks are allocated on first
+// write.
+func (t *Tier) create(size int64, s super) error {
+	if err := t.f.Truncate(size); err != nil {
+		return fmt.Errorf("disk: preallocate %d bytes: %w", size, err)
+	}
+	return t.writeSuper(s)
+}
+
+func (t *Tier) writeSuper(s super) error {
+	b := make([]byte, superSize)
+	s.put(b)
+	if _, err := t.f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("disk: superblock: %w", err)
+	}
+	if err := t.f.Sync(); err != nil {
+		return fmt.Errorf("disk: sync: %w", err)
+	}
+	return nil
+}
+
+// recover checks the superblock and rebuilds the index from every slot.
+func (t *Tier) recover(have, size int64, want super) error {
+	sb := make([]byte, superSize)
+	if _, err := t.f.ReadAt(sb, 0); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("disk: superblock: %w", err)
+	}
+	s, err := parseSuper(sb)
+	if err != nil {
+		return fmt.Errorf("disk: %s: %w", t.path, err)
+	}
+	if s.blockSize != want.blockSize || s.slots != want.slots || s.slotSize != want.slotSize {
+		return fmt.Errorf("%w: disk: %s holds %d slots of %d bytes, not %d of %d", pool.ErrInvalidConfig, t.path, s.slots, s.blockSize, want.slots, want.blockSize)
+	}
+	if have < size {
+		if err := t.f.Truncate(size); err != nil {
+			return fmt.Errorf("disk: %w", err)
+		}
+	}
+	t.floor.Store(s.floor)
+	t.nextGen = max(s.floor, 1)
+	best := make(map[tier.Key]int) // key -> index in t.rec
+	hb := make([]byte, HeaderSize)
+	payload := make([]byte, t.bs)
+	for slot := range t.slots {
+		off := t.offset(slot)
+		if _, err := t.f.ReadAt(hb, off); err != nil {
+			return fmt.Errorf("disk: read slot %d: %w", slot, err)
+		}
+		h, err := parseHeader(hb)
+		switch {
+		case errors.Is(err, errEmpty):
+			t.recovery.Empty++
+			continue
+		case err != nil || h.length != uint32(t.bs):
+			t.recovery.Discarded++
+			continue
+		case h.gen < s.floor:
+			t.recovery.Stale++
+			continue
+		}
+		if _, err := t.f.ReadAt(payload, off+HeaderSize); err != nil {
+			return fmt.Errorf("disk: read slot %d: %w", slot, err)
+		}
+		if crc32.Checksum(payload, castagnoli) != h.sum {
+			t.recovery.Discarded++
+			continue
+		}
+		t.nextGen = max(t.nextGen, h.gen+1)
+		r := tier.Recovered{Slot: slot, Key: h.key, Gen: h.gen}
+		if i, dup := best[h.key]; dup {
+			t.recovery.Discarded++
+			if t.rec[i].Gen < h.gen {
+				t.rec[i] = r
+			}
+			continue
+		}
+		best[h.key] = len(t.rec)
+		t.rec = append(t.rec, r)
+	}
+	t.recovery.Recovered = len(t.rec)
+	return nil
+}
+
+func (t *Tier) offset(slot int) int64 { return superSize + int64(slot)*int64(t.slotSize) }
+
+// Medium returns tier.MediumDisk.
+func (t *Tier) Medium() tier.Medium { return tier.MediumDisk }
+
+// BlockSize returns the size of a block.
+func (t *Tier) BlockSize() int { return t.bs }
+
+// Slots returns the number of slots.
+func (t *Tier) Slots() int { return t.slots }
+
+// Recovery returns what Open found in the file.
+func (t *Tier) Recovery() Recovery { return t.recovery }
+
+// Recovered returns the blocks Open found complete, and the next write
+// generation: above every generation in the file and the Reset floor.
+func (t *Tier) Recovered() ([]tier.Recovered, uint64) {
+	return append([]tier.Recovered(nil), t.rec...), t.nextGen
+}
+
+func (t *Tier) check(slot int, b []byte) error {
+	switch {
+	case t.closed.Load():
+		return pool.ErrClosed
+	case slot < 0 || slot >= t.slots:
+		return fmt.Errorf("%w: disk: slot %d of %d", pool.ErrInvalidArgument, slot, t.slots)
+	case len(b) != t.bs:
+		return fmt.Errorf("%w: disk: %d-byte buffer for %d-byte blocks", pool.ErrInvalidArgument, len(b), t.bs)
+	}
+	return nil
+}
+
+// WriteSlot writes the block: payload first, header last, so that a crash
+// mid-write leaves a slot whose checksum fails.
+func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
+	if err := t.check(slot, src); err != nil {
+		return err
+	}
+	if gen == 0 {
+		return fmt.Errorf("%w: disk: write generation 0", pool.ErrInvalidArgument)
+	}
+	off := t.offset(slot)
+	for p := 0; p < len(src); {
+		n := len(src) - p
+		if t.writeChunk > 0 {
+			n = min(n, t.writeChunk)
+		}
+		if _, err := t.f.WriteAt(src[p:p+n], off+HeaderSize+int64(p)); err != nil {
+			return fmt.Errorf("disk: write slot %d: %w", slot, err)
+		}
+		p += n
+		if t.chunkPause > 0 {
+			time.Sleep(t.chunkPause)
+		}
+	}
+	h := header{gen: gen, key: k, length: uint32(len(src)), sum: crc32.Checksum(src, castagnoli)}
+	bp := t.bufs.Get().(*[]byte)
+	defer t.bufs.Put(bp)
+	h.put(*bp)
+	if _, err := t.f.WriteAt(*bp, off); err != nil {
+		return fmt.Errorf("disk: write slot %d: %w", slot, err)
+	}
+	if t.cfg.sync {
+		if err := t.f.Sync(); err != nil {
+			return fmt.Errorf("disk: sync: %w", err)
+		}
+	}
+	return nil
+}
+
+// ReadSlot reads the block of k written with generation gen from slot into
+// dst, and fails with tier.ErrCorrupt unless the header, the key, the
+// generation and the payload checksum all match.
+func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
+	if err := t.check(slot, dst); err != nil {
+		return err
+	}
+	off := t.offset(slot)
+	bp := t.bufs.Get().(*[]byte)
+	defer t.bufs.Put(bp)
+	if _, err := t.f.ReadAt(*bp, off); err != nil {
+		return fmt.Errorf("disk: read slot %d: %w", slot, err)
+	}
+	h, err := parseHeader(*bp)
+	switch {
+	case err != nil:
+		return fmt.Errorf("disk: slot %d: %w", slot, err)
+	case h.key != k || h.gen != gen || h.gen < t.floor.Load() || h.length != uint32(t.bs):
+		return fmt.Errorf("%w: disk: slot %d holds %v@%d, not %v@%d", tier.ErrCorrupt, slot, h.key, h.gen, k, gen)
+	}
+	if _, err := t.f.ReadAt(dst, off+HeaderSize); err != nil {
+		return fmt.Errorf("disk: read slot %d: %w", slot, err)
+	}
+	if crc32.Checksum(dst, castagnoli) != h.sum {
+		return fmt.Errorf("%w: disk: slot %d: payload checksum", tier.ErrCorrupt, slot)
+	}
+	return nil
+}
+
+// Reset records floor in the superblock (synced): blocks written below it
+// are never read or recovered again.
+func (t *Tier) Reset(floor uint64) error {
+	if t.closed.Load() {
+		return pool.ErrClosed
+	}
+	t.floor.Store(floor)
+	return t.writeSuper(super{blockSize: uint32(t.bs), slots: uint32(t.slots), slotSize: uint32(t.slotSize), floor: floor})
+}
+
+// Close closes the file. Later calls do nothing.
+func (t *Tier) Close() error {
+	if t.closed.Swap(true) {
+		return nil
+	}
+	return t.f.Close()
+}

@@ -1,0 +1,273 @@
+// Package host is a tier.Storage in host memory: one region of fixed rows,
+// one row per block, so that a copy in or out is one memmove (or one DMA).
+//
+// The region comes from backing/mmap (prefaulted, optionally bound to a
+// NUMA node or locked) where the system has it, and from the Go heap
+// otherwise or on request (WithHeap: the race detector sees Go-heap
+// memory, so tests of copies racing reads run over it). Its blocks live in
+// a locus pool; the tier holds them all, and a tier.Manager decides which
+// row holds which key. The capacity is exactly what was asked, never
+// rounded up: Bytes reports it.
+//
+// A Registrar, when given, is told of the region after it is mapped and
+// before it is unmapped: that is where a GPU backing page-locks host memory
+// (cuMemHostRegister) so copies to and from the device run as DMA. Leave it
+// nil on CPU-only machines; pinning is a bandwidth optimization, never
+// needed for correctness.
+//
+// Use it as the first tier behind the hot pool:
+//
+//	st, err := host.New(blockSize, blocks, host.WithPrefault())
+//	m, err := tier.New(st)
+package host
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/locus-go/locus/backing/heap"
+	"github.com/locus-go/locus/backing/mmap"
+	"github.com/locus-go/locus/policy/lifo"
+	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/tier"
+	"github.com/locus-go/locus/transport/mailbox"
+)
+
+// Registrar page-locks a host region for a device (a GPU backing
+// implements it with cuMemHostRegister). Register is called once after the
+// region is mapped, Unregister once before it is unmapped.
+type Registrar interface {
+	Register(addr uintptr, length int) error
+	Unregister(addr uintptr, length int) error
+}
+
+// Option configures a host tier.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	heap     bool
+	mmapOpts []mmap.Option
+	reg      Registrar
+	nilOpt   bool
+}
+
+// WithHeap puts the region on the Go heap instead of a mapping. Choose it
+// for tests under the race detector, which does not see mapped memory.
+func WithHeap() Option { return optionFunc(func(c *config) { c.heap = true }) }
+
+// WithPrefault faults the whole region in at New (mmap.WithPrefault), so
+// no store pays a page fault.
+func WithPrefault() Option {
+	return optionFunc(func(c *config) { c.mmapOpts = append(c.mmapOpts, mmap.WithPrefault()) })
+}
+
+// WithNode binds the region to a NUMA node (mmap.WithNode): the node of
+// the GPU or the cores that copy.
+func WithNode(node int) Option {
+	return optionFunc(func(c *config) { c.mmapOpts = append(c.mmapOpts, mmap.WithNode(node)) })
+}
+
+// WithLocked locks the region in memory (mmap.WithLocked).
+func WithLocked() Option {
+	return optionFunc(func(c *config) { c.mmapOpts = append(c.mmapOpts, mmap.WithLocked()) })
+}
+
+// WithRegistrar sets the hook that page-locks the region for a device. It
+// needs a mapped region: New fails if the region is on the Go heap.
+func WithRegistrar(r Registrar) Option {
+	return optionFunc(func(c *config) {
+		if r == nil {
+			c.nilOpt = true
+		}
+		c.reg = r
+	})
+}
+
+type meta struct {
+	key   tier.Key
+	gen   uint64
+	valid bool
+}
+
+// Tier is host memory for a tier.Manager: Slots() rows of BlockSize()
+// bytes. Build it with New and give it to tier.New, which calls its
+// methods as the Storage contract says; after that, only Slot, Mapped and
+// Bytes are for the caller.
+//
+// A row's memory and its metadata are written by one copy worker while
+// its slot is store-pending and read by workers while it is load-pinned;
+// the Manager's slot states and its mailbox hand-off order the two (see
+// package tier), so they need no lock here.
+type Tier struct {
+	p      *pool.Pool[pool.Backing, *mailbox.Transport, lifo.Policy]
+	rows   [][]byte
+	meta   []meta
+	bs     int
+	mapped *mmap.Backing
+	reg    Registrar
+	floor  atomic.Uint64
+	closed bool
+}
+
+var _ tier.Storage = (*Tier)(nil)
+
+// New builds a host tier of blocks rows of blockSize bytes. It fails with
+// an error wrapping pool.ErrInvalidConfig for a non-positive size or count,
+// a region the process cannot hold, a nil option or registrar, or a
+// registrar over heap memory; with the mapping's or the registrar's error
+// otherwise. Where mapping is unsupported (not Linux) it uses the Go heap.
+func New(blockSize, blocks int, opts ...Option) (*Tier, error) {
+	var cfg config
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: host: nil option", pool.ErrInvalidConfig)
+		}
+		o.apply(&cfg)
+	}
+	if cfg.nilOpt {
+		return nil, fmt.Errorf("%w: host: nil registrar", pool.ErrInvalidConfig)
+	}
+	if blockSize <= 0 || blocks <= 0 || blocks > pool.MaxBlocks {
+		return nil, fmt.Errorf("%w: host tier of %d blocks of %d bytes", pool.ErrInvalidConfig, blocks, blockSize)
+	}
+	t := &Tier{bs: blockSize, meta: make([]meta, blocks), reg: cfg.reg}
+	var b pool.Backing
+	if !cfg.heap {
+		mb, err := mmap.New(blockSize, blocks, cfg.mmapOpts...)
+		switch {
+		case err == nil:
+			b, t.mapped = mb, mb
+		case errors.Is(err, errors.ErrUnsupported) && cfg.reg == nil:
+			cfg.heap = true
+		default:
+			return nil, fmt.Errorf("host: %w", err)
+		}
+	}
+	if cfg.heap {
+		if cfg.reg != nil {
+			return nil, fmt.Errorf("%w: host: a registrar needs a mapped region, not the Go heap", pool.ErrInvalidConfig)
+		}
+		hb, err := heap.New(blockSize, blocks)
+		if err != nil {
+			return nil, fmt.Errorf("host: %w", err)
+		}
+		b = hb
+	}
+	p, err := pool.New(b, mailbox.New(), lifo.Policy{})
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	t.p = p
+	hs := make([]pool.Handle, blocks)
+	if err := p.AllocChunk(hs); err != nil {
+		_ = p.Close()
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	t.rows = make([][]byte, blocks)
+	for i, h := range hs {
+		if t.rows[i], err = p.Bytes(h); err != nil {
+			_ = p.Close()
+			return nil, fmt.Errorf("host: %w", err)
+		}
+	}
+	if t.reg != nil {
+		addr, n := t.mapped.Span()
+		if err := t.reg.Register(addr, n); err != nil {
+			_ = p.Close()
+			return nil, fmt.Errorf("host: register: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// Medium returns tier.MediumCPU.
+func (t *Tier) Medium() tier.Medium { return tier.MediumCPU }
+
+// BlockSize returns the size of a row.
+func (t *Tier) BlockSize() int { return t.bs }
+
+// Slots returns the number of rows.
+func (t *Tier) Slots() int { return len(t.rows) }
+
+// Bytes returns the capacity in bytes: exactly BlockSize × Slots.
+func (t *Tier) Bytes() int64 { return int64(t.bs) * int64(len(t.rows)) }
+
+// Mapped reports whether the region is a mapping (false: the Go heap).
+func (t *Tier) Mapped() bool { return t.mapped != nil }
+
+// Slot returns row i's memory, for an engine that copies itself (a DMA
+// into the slots of a tier.Manager's PrepareStore plan); nil for an i out
+// of range or after Close. The Manager's slot states say when a row may
+// be written or read.
+func (t *Tier) Slot(i int) []byte {
+	if t.closed || i < 0 || i >= len(t.rows) {
+		return nil
+	}
+	return t.rows[i]
+}
+
+func (t *Tier) check(slot int, b []byte) error {
+	switch {
+	case t.closed:
+		return pool.ErrClosed
+	case slot < 0 || slot >= len(t.rows):
+		return fmt.Errorf("%w: host: slot %d of %d", pool.ErrInvalidArgument, slot, len(t.rows))
+	case len(b) != t.bs:
+		return fmt.Errorf("%w: host: %d-byte buffer for %d-byte blocks", pool.ErrInvalidArgument, len(b), t.bs)
+	}
+	return nil
+}
+
+// WriteSlot copies src into row slot (one memmove) and records its key and
+// generation.
+func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
+	if err := t.check(slot, src); err != nil {
+		return err
+	}
+	t.meta[slot].valid = false
+	copy(t.rows[slot], src)
+	t.meta[slot] = meta{key: k, gen: gen, valid: true}
+	return nil
+}
+
+// ReadSlot copies row slot into dst if it holds the block of k written
+// with generation gen; otherwise it fails with tier.ErrCorrupt.
+func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
+	if err := t.check(slot, dst); err != nil {
+		return err
+	}
+	if m := t.meta[slot]; !m.valid || m.key != k || m.gen != gen || gen < t.floor.Load() {
+		return fmt.Errorf("%w: host: slot %d holds %v@%d, not %v@%d", tier.ErrCorrupt, slot, m.key, m.gen, k, gen)
+	}
+	copy(dst, t.rows[slot])
+	return nil
+}
+
+// Recovered returns nothing: host memory does not outlive the process.
+func (t *Tier) Recovered() ([]tier.Recovered, uint64) { return nil, 1 }
+
+// Reset makes every block written below floor unreadable.
+func (t *Tier) Reset(floor uint64) error {
+	t.floor.Store(floor)
+	return nil
+}
+
+// Close unregisters and releases the region. Later calls do nothing.
+func (t *Tier) Close() error {
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	var err error
+	if t.reg != nil {
+		addr, n := t.mapped.Span()
+		err = t.reg.Unregister(addr, n)
+	}
+	return errors.Join(err, t.p.Close())
+}

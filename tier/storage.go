@@ -1,0 +1,48 @@
+package tier
+
+// Storage is the medium under a Manager: Slots() slots of BlockSize() bytes
+// each. tier/host and tier/disk implement it; implement it to put a Manager
+// over another medium (a remote store, a device).
+//
+// The Manager is the only caller. It calls WriteSlot and ReadSlot from its
+// copy workers, several at a time, but never two calls on one slot at once
+// when one of them is a write (see the package's invariant); the other
+// methods from the owner goroutine. A storage never chooses slots, evicts
+// or counts: the Manager does.
+type Storage interface {
+	// Medium names the medium on events and in Stats.
+	Medium() Medium
+	// BlockSize is the size of every block, in bytes (> 0).
+	BlockSize() int
+	// Slots is the number of slots (> 0); the tier's capacity.
+	Slots() int
+	// WriteSlot writes block src (BlockSize bytes) of key k into slot,
+	// stamped with write generation gen. It returns once the block is
+	// written as far as the medium promises (for a file, handed to the
+	// kernel; not synced).
+	WriteSlot(slot int, k Key, gen uint64, src []byte) error
+	// ReadSlot reads the block of key k written with generation gen from
+	// slot into dst (BlockSize bytes). It returns an error wrapping
+	// ErrCorrupt if the slot does not hold exactly that block, intact:
+	// another key, another generation (stale), a torn or corrupt write.
+	// On error dst holds garbage and must not be used.
+	ReadSlot(slot int, k Key, gen uint64, dst []byte) error
+	// Recovered lists the blocks the medium still holds from an earlier
+	// run, served again by a new Manager (nil for a volatile medium), and
+	// the lowest write generation the Manager may use from now on.
+	Recovered() (blocks []Recovered, nextGen uint64)
+	// Reset forgets every block: blocks written with a generation below
+	// floor must never be recovered again. The Manager calls it from
+	// Reset, with the first generation it will use afterwards.
+	Reset(floor uint64) error
+	// Close releases the medium. The Manager calls it from Close, after
+	// its copy workers have stopped.
+	Close() error
+}
+
+// Recovered is a block a Storage holds from an earlier run.
+type Recovered struct {
+	Slot int
+	Key  Key
+	Gen  uint64
+}
