@@ -167,6 +167,77 @@ func BenchmarkRemoteRelease(b *testing.B) {
 	perBlock(b, 64)
 }
 
+// BenchmarkCanAdmit: the admission check of a prompt whose first 64
+// blocks are cached, per block; it allocates nothing.
+func BenchmarkCanAdmit(b *testing.B) {
+	for _, a := range algos {
+		b.Run("algo="+a.String(), func(b *testing.B) {
+			m, err := kv.New(newPool(b, 256, 64), kv.WithHash(a, ""))
+			if err != nil {
+				b.Fatal(err)
+			}
+			prompt := vocab(2, 64*16+1)
+			id, _, _ := m.Admit(prompt, kv.Key{}) // fill the cache
+			_ = m.Release(id)
+			b.ReportAllocs()
+			for b.Loop() {
+				if ad, err := m.CanAdmit(prompt, kv.Key{}); err != nil || ad.Status != kv.AdmitOK || ad.CachedTokens != 64*16 {
+					b.Fatal(ad, err)
+				}
+			}
+			perBlock(b, 64)
+		})
+	}
+}
+
+// BenchmarkLookup: the cached prefix of a prompt of 64 cached blocks, per
+// block.
+func BenchmarkLookup(b *testing.B) {
+	for _, a := range algos {
+		b.Run("algo="+a.String(), func(b *testing.B) {
+			m, err := kv.New(newPool(b, 256, 64), kv.WithHash(a, ""))
+			if err != nil {
+				b.Fatal(err)
+			}
+			prompt := vocab(2, 64*16+1)
+			id, _, _ := m.Admit(prompt, kv.Key{})
+			_ = m.Release(id)
+			b.ReportAllocs()
+			for b.Loop() {
+				if n, err := m.Lookup(prompt, kv.Key{}); err != nil || n != 64*16 {
+					b.Fatal(n, err)
+				}
+			}
+			perBlock(b, 64)
+		})
+	}
+}
+
+// BenchmarkRollback: a speculative step of 64 draft tokens (4 blocks of
+// 16) of which the target rejects all: Reserve, then Accept nothing, per
+// rolled-back token. The blocks go back to the pool each time.
+func BenchmarkRollback(b *testing.B) {
+	const drafts = 64
+	m, err := kv.New(newPool(b, 64, 64))
+	if err != nil {
+		b.Fatal(err)
+	}
+	id, _, err := m.Admit(vocab(8, 100), kv.Key{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := m.Reserve(id, drafts); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Accept(id, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*drafts), "ns/token")
+}
+
 // BenchmarkChunkCall: what calling the pool through kv.BlockPool (an
 // interface, as the manager does, once per chunk) costs against the
 // concrete generic pool.
@@ -248,6 +319,31 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 			must(r.Release(id))
 			_, err = m.Drain()
 			must(err)
+		},
+		"can admit, lookup": func() {
+			_, err := m.CanAdmit(prompt, kv.Key{})
+			must(err)
+			_, err = m.Lookup(prompt, kv.Key{})
+			must(err)
+		},
+		"reserve, accept, roll back": func() {
+			id, _, err := m.Admit(prompt, kv.Key{})
+			must(err)
+			for k := range 4 {
+				must(m.Reserve(id, 40))
+				must(m.Accept(id, prompt[:k*10]))
+			}
+			must(m.Release(id))
+		},
+		"preempt and readmit": func() {
+			id, _, err := m.Admit(prompt, kv.Key{})
+			must(err)
+			must(m.Append(id, prompt[:40]))
+			_, err = m.Preempt(id)
+			must(err)
+			id, _, err = m.Admit(prompt, kv.Key{})
+			must(err)
+			must(m.Release(id))
 		},
 		"pin, priority, decay, reset": func() {
 			_, err := m.Pin(system, kv.Key{})

@@ -13,18 +13,25 @@ func (m *Manager) check() error {
 	}
 	refs := m.checkRefs[:n]
 	clear(refs)
-	live := 0
+	live, reserved := 0, 0
 	for si := range m.seqs {
 		s := &m.seqs[si]
 		if s.gen&1 == 0 {
-			if len(s.blocks) != 0 || s.tokens != 0 {
+			if len(s.blocks) != 0 || s.tokens != 0 || s.look != 0 || len(s.hashes) != 0 {
 				return fmt.Errorf("released sequence slot %d holds %d blocks", si, len(s.blocks))
 			}
 			continue
 		}
 		live++
-		if want := s.tokens/m.bs + min(s.tokens%m.bs, 1); len(s.blocks) != want || len(s.partial) != s.tokens%m.bs {
-			return fmt.Errorf("sequence %d: %d tokens in %d blocks, %d partial", si, s.tokens, len(s.blocks), len(s.partial))
+		if want := m.blocksFor(s.tokens + s.look); s.look < 0 || len(s.blocks) != want || len(s.partial) != s.tokens%m.bs {
+			return fmt.Errorf("sequence %d: %d tokens and %d slots in %d blocks, %d partial", si, s.tokens, s.look, len(s.blocks), len(s.partial))
+		}
+		if want := s.tokens / m.bs; !m.cfg.caching {
+			if len(s.hashes) != 0 {
+				return fmt.Errorf("sequence %d: %d hashes without prefix caching", si, len(s.hashes))
+			}
+		} else if len(s.hashes) != want {
+			return fmt.Errorf("sequence %d: %d hashes for %d full blocks", si, len(s.hashes), want)
 		}
 		for _, h := range s.blocks {
 			i := h.Index()
@@ -33,9 +40,18 @@ func (m *Manager) check() error {
 			}
 			refs[i]++
 		}
+		for k := m.blocksFor(s.tokens); k < len(s.blocks); k++ {
+			reserved++
+			if b := &m.blocks[s.blocks[k].Index()]; b.ref != 1 || !b.hash.IsZero() {
+				return fmt.Errorf("sequence %d: lookahead block %d is shared (%d) or hashed", si, k, b.ref)
+			}
+		}
 	}
-	if live != m.live {
-		return fmt.Errorf("%d live sequences, counted %d", live, m.live)
+	if live != m.live || reserved != m.reserved {
+		return fmt.Errorf("%d live sequences and %d lookahead blocks, counted %d and %d", live, reserved, m.live, m.reserved)
+	}
+	if !m.cfg.caching && len(m.index) != 0 {
+		return fmt.Errorf("%d blocks cached without prefix caching", len(m.index))
 	}
 	var held, inUse, pinned, listed, unhashed int
 	for i := range m.blocks {

@@ -18,6 +18,20 @@
 // (and, with WithWatermarks, between a high and a low watermark at Drain).
 // Pins keep a prefix resident; their share of the pool is capped.
 //
+// # Scheduling
+//
+// A scheduler asks before it commits: CanAdmit says whether a prompt fits
+// now (AdmitOK), later (AdmitLater, with the blocks needed and available)
+// or never (AdmitNever), and Lookup how much of it is cached, without
+// changing anything. Refused requests fail with an *ExhaustedError that
+// matches pool.ErrExhausted (and ErrTooLarge for never). When a running
+// sequence cannot grow, Preempt releases it, leaving its full blocks cached
+// as vLLM's recompute preemption does, and says what readmitting it takes.
+// Speculative decoding reserves lookahead slots for draft tokens (Reserve)
+// and appends only the accepted ones (Accept); rejected slots roll back and
+// no block is hashed with a rejected token in it. WithPrefixCaching(false)
+// turns the cache off; BlockBytes sizes a block from a model's shape.
+//
 // # Compatibility with vLLM and its routers
 //
 // The default hash is vLLM's "sha256_cbor": SHA-256 over the canonical CBOR

@@ -1,17 +1,67 @@
 package kv
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/locus-go/locus/pool"
+)
 
 // Errors of a Manager, besides pool.ErrExhausted (not enough free and
-// evictable blocks for an all-or-nothing request), pool.ErrInvalidArgument,
-// pool.ErrInvalidConfig and pool.ErrClosed, which it shares with the pool.
-// Match them with errors.Is.
+// evictable blocks for an all-or-nothing request; see ExhaustedError),
+// pool.ErrInvalidArgument, pool.ErrInvalidConfig and pool.ErrClosed, which
+// it shares with the pool. Match them with errors.Is.
 var (
 	// ErrInvalidSequence: the sequence id is zero, of another manager, or
-	// stale: its sequence was released (a second release, or a release
-	// by a second worker, is stale too).
+	// stale: its sequence was released or preempted (a second release, or
+	// a release by a second worker, is stale too).
 	ErrInvalidSequence = errors.New("kv: invalid sequence")
 	// ErrPinLimit: pinning would take the pinned blocks past the share of
 	// the pool that WithMaxPinned allows.
 	ErrPinLimit = errors.New("kv: pinned share of the pool exhausted")
+	// ErrTooLarge: the request would make a sequence occupy more blocks
+	// than the whole pool has, so it can never succeed, however many
+	// sequences finish (vLLM's AllocStatus.NEVER). An error that matches
+	// it also matches pool.ErrExhausted. Shorten the request or reject it;
+	// do not retry it.
+	ErrTooLarge = errors.New("kv: request larger than the pool")
 )
+
+// ExhaustedError is the error of an all-or-nothing request (Admit, Append,
+// Reserve, Accept) that the free and evictable blocks cannot cover. It
+// changed nothing. It matches pool.ErrExhausted, and ErrTooLarge too when
+// Blocks exceeds Capacity; errors.As gives the counts, which say how many
+// blocks must come back (Need - Available) before a retry can succeed.
+//
+// It is built only on failure, so a scheduler that asks CanAdmit first
+// allocates nothing; one that uses failed admissions as its admission
+// check pays one small allocation per refusal.
+type ExhaustedError struct {
+	// Blocks is how many blocks the sequence would occupy in all.
+	Blocks int
+	// Need is how many of them the request must allocate (the rest it
+	// holds already or reuses from the prefix cache).
+	Need int
+	// Available is how many blocks the request could take now: free
+	// ones, and cached ones it may evict.
+	Available int
+	// Capacity is the pool's size in blocks.
+	Capacity int
+}
+
+// Error describes the shortfall.
+func (e *ExhaustedError) Error() string {
+	if e.Never() {
+		return fmt.Sprintf("kv: request larger than the pool: %d blocks, the pool has %d", e.Blocks, e.Capacity)
+	}
+	return fmt.Sprintf("%v: need %d blocks, %d available (of %d)", pool.ErrExhausted, e.Need, e.Available, e.Capacity)
+}
+
+// Never reports whether the request can never succeed: it needs more
+// blocks than the pool has.
+func (e *ExhaustedError) Never() bool { return e.Blocks > e.Capacity }
+
+// Is makes the error match pool.ErrExhausted, and ErrTooLarge when Never.
+func (e *ExhaustedError) Is(target error) bool {
+	return target == pool.ErrExhausted || (target == ErrTooLarge && e.Never())
+}

@@ -76,6 +76,7 @@ type Manager struct {
 
 	held           int // blocks whose handles the manager holds
 	inUse          int // held by a sequence or a pin
+	reserved       int // of inUse, blocks held only for lookahead slots
 	pinned         int
 	listed         int // on the eviction order
 	listedUnhashed int // of listed, those without a hash (they count as free)
@@ -129,12 +130,22 @@ type blockMeta struct {
 }
 
 type seq struct {
-	gen     uint64 // odd while live
-	blocks  []pool.Handle
+	gen     uint64        // odd while live
+	blocks  []pool.Handle // blocksFor(tokens + look)
 	tokens  int
+	look    int // lookahead slots reserved beyond tokens (Reserve)
 	key     Key
-	last    Hash     // hash of the last full block: the next block's parent
+	hashes  []Hash   // chain hashes of the full blocks (with prefix caching)
 	partial []uint32 // tokens of the partial last block
+}
+
+// parent returns the hash of the sequence's last full block: the parent of
+// its next one.
+func (s *seq) parent() Hash {
+	if len(s.hashes) == 0 {
+		return Hash{}
+	}
+	return s.hashes[len(s.hashes)-1]
 }
 
 var lastManagerID atomic.Uint32
@@ -236,18 +247,20 @@ func (m *Manager) usable() error {
 //
 // Admit is all or nothing: if the free blocks and the cached blocks it may
 // evict cannot cover the blocks it must allocate, it changes nothing and
-// returns pool.ErrExhausted (counted in Stats.Exhausted). An empty prompt
-// makes an empty sequence.
+// returns an *ExhaustedError with the counts (counted in Stats.Exhausted),
+// which matches pool.ErrExhausted, and ErrTooLarge too when the prompt
+// needs more blocks than the pool has. CanAdmit asks the same question
+// without admitting, and Lookup asks only for the cached prefix. An empty
+// prompt makes an empty sequence.
 func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 	if err := m.usable(); err != nil {
 		return SeqID{}, 0, err
 	}
 	bs := m.bs
 	n := len(tokens)
-	nblocks := n/bs + min(n%bs, 1)
+	nblocks := m.blocksFor(n)
 	if nblocks > len(m.blocks) {
-		m.st.Exhausted++
-		return SeqID{}, 0, pool.ErrExhausted
+		return SeqID{}, 0, m.exhausted(nblocks, nblocks, m.available())
 	}
 	full := n / bs
 	maxHit := 0
@@ -258,6 +271,9 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 	listedHits := 0
 	var parent Hash
 	for i := range full {
+		if !m.cfg.caching {
+			break
+		}
 		h := m.hasher.Block(parent, tokens[i*bs:(i+1)*bs], key)
 		m.hashes = append(m.hashes, h)
 		parent = h
@@ -273,9 +289,8 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 	hits := len(m.hits)
 	need := nblocks - hits
 	m.decay()
-	if need > len(m.blocks)-m.held+m.listed-listedHits {
-		m.st.Exhausted++
-		return SeqID{}, 0, pool.ErrExhausted
+	if avail := m.available() - listedHits; need > avail {
+		return SeqID{}, 0, m.exhausted(nblocks, need, avail)
 	}
 	fresh, fromPool, err := m.allocate(need)
 	if err != nil {
@@ -295,14 +310,17 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 		s.blocks = append(s.blocks, h)
 	}
 	s.tokens = n
-	if hits > 0 {
-		s.last = m.hashes[hits-1]
+	s.hashes = append(s.hashes, m.hashes[:hits]...)
+	if m.cfg.caching {
+		for i := hits; i < full; i++ {
+			m.store(s, i, m.hashes[i], tokens[i*bs:(i+1)*bs])
+		}
+		m.flushStored(s.key)
 	}
-	for i := hits; i < full; i++ {
-		m.complete(s, i, m.hashes[i], tokens[i*bs:(i+1)*bs])
-	}
-	m.flushStored(s.key)
 	s.partial = append(s.partial, tokens[full*bs:]...)
+	if !m.cfg.caching {
+		return id, 0, nil
+	}
 	m.st.QueryTokens += uint64(n)
 	m.st.HitTokens += uint64(hits * bs)
 	m.st.QueryBlocks += uint64(full)
@@ -311,12 +329,14 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 }
 
 // Append grows a live sequence by tokens: a decode step, or the next chunk
-// of a chunked prefill. If the sequence's partial last block is shared
-// (after Fork), Append first copies it into a fresh block (copy-on-write),
-// so that the sequence writes only blocks it holds alone. Blocks that
-// become full enter the prefix cache. Like Admit it is all or nothing and
-// fails with pool.ErrExhausted when the free and evictable blocks are too
-// few for the new blocks and the copy.
+// of a chunked prefill. If the block the tokens go to is shared (after
+// Fork), Append first copies it into a fresh block (copy-on-write), so that
+// the sequence writes only blocks it holds alone. Blocks that become full
+// enter the prefix cache. Tokens fill the lookahead slots Reserve made
+// first (the reservation shrinks by as many) and then new blocks. Like
+// Admit it is all or nothing and fails with an *ExhaustedError (matching
+// pool.ErrExhausted) when the free and evictable blocks are too few for
+// the new blocks and the copy.
 func (m *Manager) Append(id SeqID, tokens []uint32) error {
 	si, err := m.lookup(id)
 	if err != nil {
@@ -326,25 +346,51 @@ func (m *Manager) Append(id SeqID, tokens []uint32) error {
 		return nil
 	}
 	s := &m.seqs[si]
+	return m.extend(si, tokens, max(0, s.look-len(tokens)))
+}
+
+// extend appends tokens to sequence si and leaves it holding blocks for
+// look slots beyond them: allocating, copying the shared block the next
+// token goes to, or returning lookahead blocks no longer wanted. It is all
+// or nothing.
+func (m *Manager) extend(si uint32, tokens []uint32, look int) error {
+	s := &m.seqs[si]
 	bs := m.bs
-	if len(tokens) > maxInt-s.tokens {
-		return fmt.Errorf("kv: %w: append %d tokens to %d", pool.ErrInvalidArgument, len(tokens), s.tokens)
+	if len(tokens) > maxInt-s.tokens || look > maxInt-s.tokens-len(tokens) {
+		return fmt.Errorf("kv: %w: append %d tokens and %d slots to %d", pool.ErrInvalidArgument, len(tokens), look, s.tokens)
 	}
 	n := s.tokens + len(tokens)
-	nblocks := n/bs + min(n%bs, 1)
+	nblocks := m.blocksFor(n + look)
 	if nblocks > len(m.blocks) {
-		m.st.Exhausted++
-		return pool.ErrExhausted
+		return m.exhausted(nblocks, nblocks-len(s.blocks), m.available())
 	}
-	need := nblocks - len(s.blocks)
-	cow := s.tokens%bs != 0 && m.blocks[s.blocks[len(s.blocks)-1].Index()].ref > 1
+	grow := max(0, nblocks-len(s.blocks))
+	excess := max(0, len(s.blocks)-nblocks)
+	// The block the next token goes to is written if anything is: copy it
+	// first if another sequence shares it.
+	c := s.tokens / bs
+	cow := s.tokens%bs != 0 && (len(tokens) > 0 || look > 0) && m.blocks[s.blocks[c].Index()].ref > 1
+	need := grow
 	if cow {
 		need++
 	}
 	m.decay()
-	if need > len(m.blocks)-m.held+m.listed {
-		m.st.Exhausted++
-		return pool.ErrExhausted
+	if avail := m.available(); need > avail+excess {
+		return m.exhausted(nblocks, need, avail+excess)
+	}
+	before := len(s.blocks) - m.blocksFor(s.tokens)
+	if rolled := s.look - len(tokens) - look; rolled > 0 {
+		m.st.RolledBackTokens += uint64(rolled) // lookahead slots given back
+	}
+	if excess > 0 { // lookahead blocks no longer wanted: private, unhashed
+		for k := len(s.blocks) - 1; k >= nblocks; k-- {
+			m.drop(int32(s.blocks[k].Index()))
+			s.blocks[k] = pool.Handle{}
+		}
+		s.blocks = s.blocks[:nblocks]
+		if err := m.flushFree(); err != nil {
+			return err
+		}
 	}
 	fresh, fromPool, err := m.allocate(need)
 	if err != nil {
@@ -356,12 +402,11 @@ func (m *Manager) Append(id SeqID, tokens []uint32) error {
 		m.own(h)
 	}
 	if cow {
-		last := len(s.blocks) - 1
-		if err := m.copyBlock(fresh[0], s.blocks[last]); err != nil {
+		if err := m.copyBlock(fresh[0], s.blocks[c]); err != nil {
 			return err // a pool that refuses its own live handles: not reachable
 		}
-		m.blocks[s.blocks[last].Index()].ref-- // still held by the other sharers
-		s.blocks[last] = fresh[0]
+		m.blocks[s.blocks[c].Index()].ref-- // still held by the other sharers
+		s.blocks[c] = fresh[0]
 		fresh = fresh[1:]
 		m.st.CopyOnWrite++
 	}
@@ -373,27 +418,37 @@ func (m *Manager) Append(id SeqID, tokens []uint32) error {
 		s.partial = append(s.partial, rest[:k]...)
 		rest = rest[k:]
 		if len(s.partial) == bs {
-			m.complete(s, next, m.hasher.Block(s.last, s.partial, s.key), s.partial)
+			m.complete(s, next, s.partial)
 			s.partial = s.partial[:0]
 			next++
 		}
 	}
 	for ; len(rest) >= bs; rest = rest[bs:] {
-		m.complete(s, next, m.hasher.Block(s.last, rest[:bs], s.key), rest[:bs])
+		m.complete(s, next, rest[:bs])
 		next++
 	}
 	s.partial = append(s.partial, rest...)
-	s.tokens = n
+	m.reserved += nblocks - m.blocksFor(n) - before
+	s.tokens, s.look = n, look
 	m.flushStored(s.key)
 	return nil
 }
 
-// complete records that block i of s is full with hash h, caching it
-// unless an equal block is cached already (then it stays private and is
-// freed, not cached, when released).
-func (m *Manager) complete(s *seq, i int, h Hash, tokens []uint32) {
-	parent := s.last
-	s.last = h
+// complete records that block i of s is full of tokens, hashing and
+// caching it unless an equal block is cached already (then it stays
+// private and is freed, not cached, when released). Without prefix caching
+// it does nothing.
+func (m *Manager) complete(s *seq, i int, tokens []uint32) {
+	if !m.cfg.caching {
+		return
+	}
+	m.store(s, i, m.hasher.Block(s.parent(), tokens, s.key), tokens)
+}
+
+// store records that block i of s is full with hash h; see complete.
+func (m *Manager) store(s *seq, i int, h Hash, tokens []uint32) {
+	parent := s.parent()
+	s.hashes = append(s.hashes, h)
 	bi := int32(s.blocks[i].Index())
 	if _, dup := m.index[h]; dup {
 		m.flushStored(s.key) // the run of stored blocks breaks here
@@ -566,10 +621,11 @@ func (m *Manager) lookup(id SeqID) (uint32, error) {
 	return id.idx, nil
 }
 
-// Fork returns a new sequence that shares every block of id: each block's
-// reference count goes up by one and nothing is allocated. The two
-// sequences diverge as they append; a shared partial last block is copied
-// at the first append (copy-on-write).
+// Fork returns a new sequence that shares every block of id that holds its
+// tokens: each block's reference count goes up by one and nothing is
+// allocated. The two sequences diverge as they append; a shared partial
+// last block is copied at the first append (copy-on-write). Lookahead
+// slots (Reserve) are not shared: the fork has none.
 func (m *Manager) Fork(id SeqID) (SeqID, error) {
 	si, err := m.lookup(id)
 	if err != nil {
@@ -577,11 +633,12 @@ func (m *Manager) Fork(id SeqID) (SeqID, error) {
 	}
 	nid, ni := m.newSeq() // may move m.seqs: index, don't keep pointers
 	s, ns := &m.seqs[si], &m.seqs[ni]
-	ns.blocks = append(ns.blocks, s.blocks...)
-	for _, h := range s.blocks {
+	ns.blocks = append(ns.blocks, s.blocks[:m.blocksFor(s.tokens)]...)
+	for _, h := range ns.blocks {
 		m.blocks[h.Index()].ref++
 	}
-	ns.tokens, ns.key, ns.last = s.tokens, s.key, s.last
+	ns.tokens, ns.key = s.tokens, s.key
+	ns.hashes = append(ns.hashes, s.hashes...)
 	ns.partial = append(ns.partial, s.partial...)
 	m.st.Forks++
 	return nid, nil
@@ -601,6 +658,7 @@ func (m *Manager) Release(id SeqID) error {
 		return err
 	}
 	m.releaseSeq(si)
+	m.st.Releases++
 	return m.flushFree()
 }
 
@@ -609,14 +667,15 @@ func (m *Manager) releaseSeq(si uint32) {
 	for k := len(s.blocks) - 1; k >= 0; k-- {
 		m.drop(int32(s.blocks[k].Index()))
 	}
+	m.reserved -= len(s.blocks) - m.blocksFor(s.tokens)
 	clear(s.blocks)
 	s.blocks = s.blocks[:0]
+	s.hashes = s.hashes[:0]
 	s.partial = s.partial[:0]
-	s.tokens, s.key, s.last = 0, Key{}, Hash{}
+	s.tokens, s.look, s.key = 0, 0, Key{}
 	s.gen++
 	m.freeSeqs = append(m.freeSeqs, si)
 	m.live--
-	m.st.Releases++
 }
 
 // Tokens returns a live sequence's length in tokens.
@@ -628,7 +687,8 @@ func (m *Manager) Tokens(id SeqID) (int, error) {
 	return m.seqs[si].tokens, nil
 }
 
-// Blocks returns a live sequence's block table: its blocks in token order.
+// Blocks returns a live sequence's block table: its blocks in token order,
+// then those that only hold its lookahead slots (Reserve).
 // The slice is the manager's: read it before the next call that changes the
 // sequence, and do not change it.
 func (m *Manager) Blocks(id SeqID) ([]pool.Handle, error) {
@@ -640,16 +700,16 @@ func (m *Manager) Blocks(id SeqID) ([]pool.Handle, error) {
 }
 
 // Block returns the block that holds token i of a live sequence, 0 <= i <
-// Tokens; the pool's Bytes gives its memory. A token outside the sequence
-// fails with pool.ErrInvalidArgument.
+// Tokens plus its lookahead slots (Reserve); the pool's Bytes gives its
+// memory. A token outside the sequence fails with pool.ErrInvalidArgument.
 func (m *Manager) Block(id SeqID, i int) (pool.Handle, error) {
 	si, err := m.lookup(id)
 	if err != nil {
 		return pool.Handle{}, err
 	}
 	s := &m.seqs[si]
-	if i < 0 || i >= s.tokens {
-		return pool.Handle{}, fmt.Errorf("kv: %w: token %d of %d", pool.ErrInvalidArgument, i, s.tokens)
+	if i < 0 || i >= s.tokens+s.look {
+		return pool.Handle{}, fmt.Errorf("kv: %w: token %d of %d", pool.ErrInvalidArgument, i, s.tokens+s.look)
 	}
 	return s.blocks[i/m.bs], nil
 }
@@ -756,6 +816,9 @@ func (m *Manager) Unpin(tokens []uint32, key Key) (int, error) {
 // of tokens.
 func (m *Manager) cachedPrefix(tokens []uint32, key Key) {
 	m.hits = m.hits[:0]
+	if !m.cfg.caching {
+		return
+	}
 	var parent Hash
 	for ; len(tokens) >= m.bs; tokens = tokens[m.bs:] {
 		parent = m.hasher.Block(parent, tokens[:m.bs], key)
@@ -790,7 +853,7 @@ func (m *Manager) Reset() (int, error) {
 		m.release(i)
 	}
 	m.st.Cleared += uint64(n)
-	if len(m.index) == 0 && m.cfg.subscriber != nil {
+	if len(m.index) == 0 && m.cfg.subscriber != nil && m.cfg.caching {
 		m.removed = m.removed[:0]
 		m.emit(AllBlocksCleared, nil)
 	}
@@ -867,6 +930,7 @@ func (m *Manager) applyReleases(chunk []pool.Handle) {
 			continue
 		}
 		m.releaseSeq(si)
+		m.st.Releases++
 		m.st.RemoteReleases++
 	}
 }
@@ -957,6 +1021,7 @@ func (m *Manager) stats() Stats {
 	st.Cached = m.listed - m.listedUnhashed
 	st.InUse = m.inUse
 	st.Pinned = m.pinned
+	st.Reserved = m.reserved
 	st.Sequences = m.live
 	return st
 }

@@ -32,14 +32,16 @@ type mblock struct {
 
 type mseq struct {
 	id      kv.SeqID
-	blocks  []*mblock
+	blocks  []*mblock // blocks of the tokens, then of the lookahead slots
 	tokens  []uint32
+	look    int // lookahead slots
 	key     kv.Key
 	pending bool // released through the releaser, not drained yet
 }
 
 type model struct {
 	bs, capacity, maxPinned int
+	caching                 bool
 	freed                   kv.FreedOrder
 	high, low               float64
 	hasher                  *kv.Hasher
@@ -180,6 +182,9 @@ func (md *model) drop(b *mblock) {
 }
 
 func (md *model) complete(s *mseq, i int, parent kv.Hash) kv.Hash {
+	if !md.caching {
+		return kv.Hash{}
+	}
 	h := md.hasher.Block(parent, s.tokens[i*md.bs:(i+1)*md.bs], s.key)
 	if _, dup := md.cache[h]; !dup {
 		md.cache[h] = s.blocks[i]
@@ -194,7 +199,7 @@ func (md *model) admit(tokens []uint32, key kv.Key) (*mseq, int, error) {
 	nblocks := (n + bs - 1) / bs
 	if nblocks > md.capacity {
 		md.st.Exhausted++
-		return nil, 0, pool.ErrExhausted
+		return nil, 0, md.exhausted(nblocks, nblocks, md.available())
 	}
 	full := n / bs
 	maxHit := 0
@@ -205,6 +210,9 @@ func (md *model) admit(tokens []uint32, key kv.Key) (*mseq, int, error) {
 	listedHits := 0
 	var parent kv.Hash
 	for i := range full {
+		if !md.caching {
+			break
+		}
 		parent = md.hasher.Block(parent, tokens[i*bs:(i+1)*bs], key)
 		if len(hits) == i && i < maxHit {
 			if b, ok := md.cache[parent]; ok {
@@ -217,9 +225,9 @@ func (md *model) admit(tokens []uint32, key kv.Key) (*mseq, int, error) {
 	}
 	md.decay()
 	need := nblocks - len(hits)
-	if need > md.available()-listedHits {
+	if avail := md.available() - listedHits; need > avail {
 		md.st.Exhausted++
-		return nil, 0, pool.ErrExhausted
+		return nil, 0, md.exhausted(nblocks, need, avail)
 	}
 	s := &mseq{tokens: slices.Clone(tokens), key: key}
 	s.blocks = append(slices.Clone(hits), md.fresh(need, hits)...)
@@ -230,6 +238,9 @@ func (md *model) admit(tokens []uint32, key kv.Key) (*mseq, int, error) {
 			continue
 		}
 		parent = md.complete(s, i, parent)
+	}
+	if !md.caching {
+		return s, 0, nil
 	}
 	md.st.QueryTokens += uint64(n)
 	md.st.HitTokens += uint64(len(hits) * bs)
@@ -247,32 +258,44 @@ func (md *model) parentOf(s *mseq, i int) kv.Hash {
 	return parent
 }
 
-func (md *model) appendTokens(s *mseq, tokens []uint32) error {
-	if len(tokens) == 0 {
-		return nil
-	}
+func (md *model) exhausted(blocks, need, avail int) error {
+	return &kv.ExhaustedError{Blocks: blocks, Need: need, Available: avail, Capacity: md.capacity}
+}
+
+// extend appends tokens and leaves look lookahead slots: Append, Reserve
+// and Accept.
+func (md *model) extend(s *mseq, tokens []uint32, look int) error {
 	bs := md.bs
 	old := len(s.tokens)
 	n := old + len(tokens)
-	nblocks := (n + bs - 1) / bs
+	nblocks := (n + look + bs - 1) / bs
 	if nblocks > md.capacity {
 		md.st.Exhausted++
-		return pool.ErrExhausted
+		return md.exhausted(nblocks, nblocks-len(s.blocks), md.available())
 	}
-	need := nblocks - len(s.blocks)
-	cow := old%bs != 0 && s.blocks[len(s.blocks)-1].ref > 1
+	grow := max(0, nblocks-len(s.blocks))
+	excess := max(0, len(s.blocks)-nblocks)
+	cow := old%bs != 0 && (len(tokens) > 0 || look > 0) && s.blocks[old/bs].ref > 1
+	need := grow
 	if cow {
 		need++
 	}
 	md.decay()
-	if need > md.available() {
+	if avail := md.available() + excess; need > avail {
 		md.st.Exhausted++
-		return pool.ErrExhausted
+		return md.exhausted(nblocks, need, avail)
 	}
+	if rolled := s.look - len(tokens) - look; rolled > 0 {
+		md.st.RolledBackTokens += uint64(rolled)
+	}
+	for k := len(s.blocks) - 1; k >= nblocks; k-- {
+		md.drop(s.blocks[k])
+	}
+	s.blocks = s.blocks[:min(len(s.blocks), nblocks)]
 	fresh := md.fresh(need, nil)
 	if cow {
-		s.blocks[len(s.blocks)-1].ref--
-		s.blocks[len(s.blocks)-1] = fresh[0]
+		s.blocks[old/bs].ref--
+		s.blocks[old/bs] = fresh[0]
 		fresh = fresh[1:]
 		md.st.CopyOnWrite++
 	}
@@ -281,15 +304,63 @@ func (md *model) appendTokens(s *mseq, tokens []uint32) error {
 	for i := old / bs; i < n/bs; i++ {
 		md.complete(s, i, md.parentOf(s, i))
 	}
+	s.look = look
 	return nil
 }
 
+func (md *model) appendTokens(s *mseq, tokens []uint32) error {
+	if len(tokens) == 0 {
+		return nil
+	}
+	return md.extend(s, tokens, max(0, s.look-len(tokens)))
+}
+
+// canAdmit answers CanAdmit from the tokens alone.
+func (md *model) canAdmit(tokens []uint32, key kv.Key) kv.Admission {
+	n := len(tokens)
+	hits, listedHits := 0, 0
+	if md.caching && n > 0 {
+		for _, b := range md.prefix(tokens[:(n-1)/md.bs*md.bs], key) {
+			hits++
+			if b.listed {
+				listedHits++
+			}
+		}
+	}
+	a := kv.Admission{
+		Blocks:       (n + md.bs - 1) / md.bs,
+		CachedTokens: hits * md.bs,
+		Available:    md.available() - listedHits,
+	}
+	a.Need = a.Blocks - hits
+	switch {
+	case a.Blocks > md.capacity:
+		a.Status = kv.AdmitNever
+	case a.Need > a.Available:
+		a.Status = kv.AdmitLater
+	default:
+		a.Status = kv.AdmitOK
+	}
+	return a
+}
+
+// preempt releases s and answers for its readmission.
+func (md *model) preempt(s *mseq) kv.Admission {
+	for k := len(s.blocks) - 1; k >= 0; k-- {
+		md.drop(s.blocks[k])
+	}
+	md.dead = append(md.dead, s.id)
+	md.st.Preemptions++
+	return md.canAdmit(s.tokens, s.key)
+}
+
 func (md *model) fork(s *mseq) *mseq {
-	for _, b := range s.blocks {
+	shared := s.blocks[:(len(s.tokens)+md.bs-1)/md.bs]
+	for _, b := range shared {
 		b.ref++
 	}
 	md.st.Forks++
-	return &mseq{blocks: slices.Clone(s.blocks), tokens: slices.Clone(s.tokens), key: s.key}
+	return &mseq{blocks: slices.Clone(shared), tokens: slices.Clone(s.tokens), key: s.key}
 }
 
 func (md *model) release(s *mseq) {
@@ -302,6 +373,9 @@ func (md *model) release(s *mseq) {
 
 func (md *model) prefix(tokens []uint32, key kv.Key) []*mblock {
 	var out []*mblock
+	if !md.caching {
+		return nil
+	}
 	var parent kv.Hash
 	for ; len(tokens) >= md.bs; tokens = tokens[md.bs:] {
 		parent = md.hasher.Block(parent, tokens[:md.bs], key)
@@ -411,13 +485,13 @@ func (md *model) stats() kv.Stats {
 	st.Cached = listed - unhashed
 	st.InUse = len(md.held) - listed
 	st.Pinned = md.pinned()
-	st.Sequences = 0
-	for _, s := range md.seqs {
+	st.Sequences, st.Reserved = 0, 0
+	for _, s := range append(slices.Clone(md.seqs), md.pending...) {
 		if s != nil {
 			st.Sequences++
+			st.Reserved += len(s.blocks) - (len(s.tokens)+md.bs-1)/md.bs
 		}
 	}
-	st.Sequences += len(md.pending)
 	return st
 }
 
@@ -434,6 +508,9 @@ func (r *byteReader) next() int {
 }
 
 func errClass(err error) string {
+	if e := (*kv.ExhaustedError)(nil); errors.As(err, &e) {
+		return fmt.Sprintf("%+v never=%v too-large=%v", *e, e.Never(), errors.Is(err, kv.ErrTooLarge))
+	}
 	for _, e := range []error{pool.ErrExhausted, kv.ErrInvalidSequence, kv.ErrPinLimit, pool.ErrInvalidArgument} {
 		if errors.Is(err, e) {
 			return e.Error()
@@ -460,15 +537,20 @@ func runModel(p kv.BlockPool, data []byte) error {
 		high, low = 0.9, 0.5
 	}
 	maxPinned := []float64{0, 0.25, 0.5, 1}[cfg>>2&3]
+	caching := cfg&16 == 0
 	var now int64 = 1
 	clock := func() time.Time { return time.Unix(0, now) }
 	cached := map[kv.Hash]bool{} // from the events
 	var evErr error
 	opts := []kv.Option{
 		kv.WithTokensPerBlock(bs), kv.WithFreedOrder(freed), kv.WithMaxPinned(maxPinned), kv.WithClock(clock),
+		kv.WithPrefixCaching(caching),
 		kv.WithSubscriber(func(e *kv.Event) {
 			switch e.Kind {
 			case kv.BlockStored:
+				if !caching {
+					evErr = fmt.Errorf("a BlockStored event without prefix caching")
+				}
 				if len(e.Tokens) != len(e.Hashes)*bs {
 					evErr = fmt.Errorf("stored %d hashes with %d tokens", len(e.Hashes), len(e.Tokens))
 				}
@@ -498,7 +580,7 @@ func runModel(p kv.BlockPool, data []byte) error {
 	}
 	md := &model{
 		bs: bs, capacity: p.Capacity(), maxPinned: int(maxPinned * float64(p.Capacity())),
-		freed: freed, high: high, low: low, hasher: m.Hasher(), now: func() int64 { return now },
+		caching: caching, freed: freed, high: high, low: low, hasher: m.Hasher(), now: func() int64 { return now },
 		poolFree: p.Capacity(), cache: map[kv.Hash]*mblock{},
 	}
 	// Prompts share a few system prefixes over a tiny alphabet, so that
@@ -537,23 +619,36 @@ func runModel(p kv.BlockPool, data []byte) error {
 		if err != nil {
 			return err
 		}
-		for pos := from; pos < len(s.tokens); pos++ {
+		for pos := from; pos < len(s.tokens); pos++ { // within the lookahead: the drafts' slots
 			binary.LittleEndian.PutUint32(bytes(hs[pos/bs])[4*(pos%bs):], s.tokens[pos])
 		}
 		return nil
 	}
 	durations := 0
 	for step := 0; len(r.b) > 0 && step < 400; step++ {
-		op := r.next() % 12
+		op := r.next() % 16
 		var what string
 		var got, want error
 		switch op {
 		case 0, 1, 2: // admit
 			toks, key := tokens(), keys[r.next()%len(keys)]
+			if r.next()%8 == 0 { // longer than the pool: never admitted
+				toks = append(toks, make([]uint32, bs*p.Capacity())...)
+			}
 			what = fmt.Sprintf("admit %v %+v", toks, key)
+			a, err := m.CanAdmit(toks, key)
+			if ma := md.canAdmit(toks, key); err != nil || a != ma {
+				return fmt.Errorf("step %d %s: can admit %+v %v, model %+v", step, what, a, err, ma)
+			}
 			id, hit, err := m.Admit(toks, key)
 			s, mhit, merr := md.admit(toks, key)
 			got, want = err, merr
+			if ok := err == nil; ok != (a.Status == kv.AdmitOK) || errors.Is(err, kv.ErrTooLarge) != (a.Status == kv.AdmitNever) {
+				return fmt.Errorf("step %d %s: CanAdmit said %+v, Admit %v", step, what, a, err)
+			}
+			if err == nil && hit != a.CachedTokens {
+				return fmt.Errorf("step %d %s: CanAdmit said %d cached tokens, Admit %d", step, what, a.CachedTokens, hit)
+			}
 			if err == nil && merr == nil {
 				if hit != mhit {
 					return fmt.Errorf("step %d %s: hit %d, model %d", step, what, hit, mhit)
@@ -659,7 +754,7 @@ func runModel(p kv.BlockPool, data []byte) error {
 				if s == nil || len(s.tokens) == 0 {
 					continue
 				}
-				k := r.next() % len(s.blocks)
+				k := r.next() % ((len(s.tokens) + bs - 1) / bs) // not a lookahead block
 				prio := kv.Priority(r.next() % 101)
 				var d time.Duration
 				if r.next()%2 == 0 {
@@ -688,6 +783,65 @@ func runModel(p kv.BlockPool, data []byte) error {
 			what = "foreign release"
 			got, want = m.Release(kv.SeqID{}), kv.ErrInvalidSequence
 			md.st.RejectedReleases++
+		case 12: // reserve lookahead slots and write drafts into them
+			_, s := pick()
+			if s == nil {
+				continue
+			}
+			n := r.next() % 9
+			if r.next()%16 == 0 {
+				n = bs * p.Capacity() // more than the pool: never
+			}
+			what = fmt.Sprintf("reserve %d for %v", n, s.id)
+			got, want = m.Reserve(s.id, n), md.extend(s, nil, n)
+			if got == nil && want == nil {
+				for pos := len(s.tokens); pos < len(s.tokens)+n; pos++ {
+					h, err := m.Block(s.id, pos)
+					if err != nil {
+						return fmt.Errorf("step %d %s: slot %d: %v", step, what, pos, err)
+					}
+					binary.LittleEndian.PutUint32(bytes(h)[4*(pos%bs):], 0xd1af7) // a draft's KV
+				}
+			}
+		case 13: // accept some drafts, reject the rest
+			_, s := pick()
+			if s == nil {
+				continue
+			}
+			toks := make([]uint32, r.next()%(s.look+2))
+			for i := range toks {
+				toks[i] = uint32(r.next() % 4)
+			}
+			what = fmt.Sprintf("accept %v of %d for %v", toks, s.look, s.id)
+			old := len(s.tokens)
+			got, want = m.Accept(s.id, toks), md.extend(s, toks, 0)
+			if got == nil && want == nil {
+				if err := write(s, old); err != nil {
+					return err
+				}
+			}
+		case 14: // preempt
+			i, s := pick()
+			if s == nil {
+				continue
+			}
+			what = "preempt " + s.id.String()
+			a, err := m.Preempt(s.id)
+			ma := md.preempt(s)
+			md.seqs[i] = nil
+			if err != nil || a != ma {
+				return fmt.Errorf("step %d %s: readmission %+v %v, model %+v", step, what, a, err, ma)
+			}
+			if ca, err := m.CanAdmit(s.tokens, s.key); err != nil || ca != a {
+				return fmt.Errorf("step %d %s: readmission %+v, CanAdmit %+v %v", step, what, a, ca, err)
+			}
+		case 15: // look a prompt up
+			toks, key := tokens(), keys[r.next()%len(keys)]
+			what = fmt.Sprintf("lookup %v", toks)
+			n, err := m.Lookup(toks, key)
+			if mn := md.canAdmit(toks, key).CachedTokens; err != nil || n != mn {
+				return fmt.Errorf("step %d %s: %d %v, model %d", step, what, n, err, mn)
+			}
 		}
 		if errClass(got) != errClass(want) {
 			return fmt.Errorf("step %d %s: error %v, model %v", step, what, got, want)
@@ -733,9 +887,11 @@ func runModel(p kv.BlockPool, data []byte) error {
 	return nil
 }
 
-// FuzzManager runs random admissions, appends, forks, local and remote
-// releases, double releases, pins, priorities, resets and drains against
-// the model.
+// FuzzManager runs random admissions (asked with CanAdmit first), appends,
+// forks, local and remote releases, double releases, pins, priorities,
+// resets, drains, lookups, lookahead reservations with accepted and
+// rejected drafts, and preemptions against the model, with and without
+// prefix caching.
 func FuzzManager(f *testing.F) {
 	for _, seed := range modelSeeds() {
 		f.Add(seed)
@@ -752,7 +908,7 @@ func FuzzManager(f *testing.F) {
 func modelSeeds() [][]byte {
 	var seeds [][]byte
 	x := uint64(0x9e3779b97f4a7c15)
-	for cfg := range 16 {
+	for cfg := range 32 {
 		b := []byte{byte(cfg)}
 		for range 2000 {
 			x ^= x << 13

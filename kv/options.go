@@ -62,6 +62,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	tokensPerBlock int
+	caching        bool
 	algo           HashAlgo
 	seed           string
 	freed          FreedOrder
@@ -82,6 +83,7 @@ const (
 func defaults() config {
 	return config{
 		tokensPerBlock: DefaultTokensPerBlock,
+		caching:        true,
 		algo:           SHA256CBOR,
 		freed:          ReuseFreedFirst,
 		maxPinned:      DefaultMaxPinned,
@@ -92,6 +94,21 @@ func defaults() config {
 // WithTokensPerBlock sets how many tokens a block holds (default
 // DefaultTokensPerBlock).
 func WithTokensPerBlock(n int) Option { return optionFunc(func(c *config) { c.tokensPerBlock = n }) }
+
+// WithPrefixCaching turns the prefix cache on (the default) or off, as
+// vLLM's enable_prefix_caching does. Off, the manager hashes no block,
+// reuses none (Admit, Lookup and CanAdmit report no cached tokens), keeps
+// no released block (a sequence's blocks go back to the pool when its last
+// holder releases it), pins nothing, emits no event and counts no prefix
+// lookups; admissions fail with plain exhaustion when the free blocks are
+// too few. Fork, copy-on-write, lookahead reservations, preemption and
+// releasers work as with the cache.
+//
+// Turn it off when prompts share nothing worth reusing (so hashing each
+// full block, SHA-256 by default, is pure cost) or when a deployment must
+// not let one request's KV be reused by another. Keep it on for chat,
+// agents, shared system prompts and anything a KV-aware router routes.
+func WithPrefixCaching(on bool) Option { return optionFunc(func(c *config) { c.caching = on }) }
 
 // WithHash sets the block hash algorithm (default SHA256CBOR) and the seed
 // its chains start from (default ""). To share block hashes with vLLM

@@ -22,6 +22,9 @@ type Stats struct {
 	Cached int
 	InUse  int
 	Pinned int
+	// Reserved counts, within InUse, the blocks that hold only the
+	// lookahead slots of sequences (Reserve): none of their tokens yet.
+	Reserved int
 
 	Sequences int // live sequences
 
@@ -39,7 +42,9 @@ type Stats struct {
 	Exhausted          uint64 // admissions and appends refused for lack of blocks
 
 	Forks            uint64
-	Releases         uint64 // sequences released, locally or remotely
+	Releases         uint64 // sequences released, locally or remotely (not preempted)
+	Preemptions      uint64 // sequences preempted (Preempt)
+	RolledBackTokens uint64 // lookahead slots given back unfilled: rejected draft tokens
 	RemoteReleases   uint64 // of Releases, those released through a Releaser
 	RejectedReleases uint64 // releases refused: zero, foreign, stale or double
 

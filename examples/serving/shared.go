@@ -4,19 +4,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/locus-go/locus"
 	"github.com/locus-go/locus/kv"
 	"github.com/locus-go/locus/metrics"
+	"github.com/locus-go/locus/pool"
 )
 
 // serveShared is the serving loop over a kv.Manager: every request's prompt
 // is one of c.prompts system prompts of c.system tokens followed by its own
 // c.prompt tokens; admissions reuse the cached system prompt, decoding
 // appends a token per step, and workers release finished sequences through
-// their own releaser. It reports the blocks held against what the same
-// requests would hold without sharing.
+// their own releaser. Admission asks CanAdmit (later or never); a decode
+// step that finds the pool full preempts the latest admitted request,
+// which is admitted again later and recomputes only what the prefix cache
+// lost. It reports the blocks held against what the same requests would
+// hold without sharing.
 func serveShared(out io.Writer, c config, o *observer) error {
 	p, err := locus.Default(locus.WithBlocks(c.blocks))
 	if err != nil {
@@ -36,12 +41,6 @@ func serveShared(out io.Writer, c config, o *observer) error {
 		return err
 	}
 
-	type request struct {
-		id    kv.SeqID
-		n     int // tokens
-		left  int // decode steps to go
-		owner int // worker
-	}
 	done := make([]chan kv.SeqID, c.workers)
 	var wg sync.WaitGroup
 	for w := range done {
@@ -61,11 +60,26 @@ func serveShared(out io.Writer, c config, o *observer) error {
 	}
 
 	blocksFor := func(tokens int) int { return (tokens + c.tokensPerBlock - 1) / c.tokensPerBlock }
-	prompt := make([]uint32, c.system+c.prompt)
-	var active []request
-	admitted, finished, steps, waits := 0, 0, 0, 0
+	if need := blocksFor(c.system + c.prompt + c.decode/2 + c.decode); need > c.blocks {
+		return fmt.Errorf("a request may need %d blocks, the pool has %d", need, c.blocks)
+	}
+	var active, waiting []*sharedRequest // running in admission order; preempted, to readmit first
+	arrived, finished, steps, waits, preemptions := 0, 0, 0, 0, 0
 	peakShared, peakPrivate := 0, 0
 	var sumShared, sumPrivate int
+	// preempt takes the latest admitted request off the pool (vLLM's
+	// choice) and puts it first in line for readmission: its full blocks
+	// stay cached, so readmission recomputes little.
+	preempt := func() (*sharedRequest, error) {
+		r := active[len(active)-1]
+		active = active[:len(active)-1]
+		if _, err := m.Preempt(r.id); err != nil {
+			return nil, err
+		}
+		waiting = append([]*sharedRequest{r}, waiting...)
+		preemptions++
+		return r, nil
+	}
 	for finished < c.requests {
 		steps++
 		if _, err := m.Drain(); err != nil { // apply the workers' releases
@@ -74,51 +88,80 @@ func serveShared(out io.Writer, c config, o *observer) error {
 		if _, err := p.Drain(); err != nil { // publish the pool's counts for the metrics
 			return err
 		}
-		for k := 0; k < c.arrivals && admitted < c.requests; k++ {
-			sys := admitted % c.prompts
-			for i := range c.system {
-				prompt[i] = uint32(sys<<20 | i) // system prompt sys
+		// Admission, first come first served: preempted requests, then new
+		// ones, while the pool can take them and leave a block per running
+		// request for its next decode step.
+		for k := 0; k < c.arrivals; k++ {
+			if len(waiting) == 0 && arrived < c.requests {
+				waiting = append(waiting, newRequest(c, arrived))
+				arrived++
 			}
-			for i := range c.prompt {
-				prompt[c.system+i] = uint32(1<<30 | admitted<<12 | i) // the request's own text
-			}
-			left := c.decode/2 + admitted%c.decode
-			// Admit only what the pool can carry to the end, as serve does.
-			if st := m.Stats(); st.Free+st.Cached < blocksFor(len(prompt)+left)+len(active) {
-				waits++
+			if len(waiting) == 0 {
 				break
 			}
-			id, _, err := m.Admit(prompt, kv.Key{})
+			r := waiting[0]
+			a, err := m.CanAdmit(r.tokens, kv.Key{})
 			if err != nil {
+				return err
+			}
+			if a.Status == kv.AdmitNever {
+				return fmt.Errorf("step %d: a request of %d blocks can never fit", steps, a.Blocks)
+			}
+			if a.Status == kv.AdmitLater || (len(active) > 0 && a.Available-a.Need < len(active)) {
+				waits++
+				break // later: running requests will finish or make room
+			}
+			if r.id, _, err = m.Admit(r.tokens, kv.Key{}); err != nil {
 				return fmt.Errorf("step %d: admit: %w", steps, err)
 			}
-			active = append(active, request{id: id, n: len(prompt), left: left, owner: admitted % c.workers})
-			admitted++
+			waiting = waiting[1:]
+			active = append(active, r)
 		}
-		kept := active[:0]
-		for _, r := range active {
+		// Decode: a token per running request; when the pool is full,
+		// preempt the latest admitted request (this one, if it is the
+		// latest) instead of failing.
+	decode:
+		for i := 0; i < len(active); {
+			r := active[i]
 			if r.left == 0 {
 				done[r.owner] <- r.id
 				finished++
+				active = append(active[:i], active[i+1:]...)
 				continue
 			}
-			if err := m.Append(r.id, []uint32{uint32(r.n)}); err != nil {
-				return fmt.Errorf("step %d: decode: %w", steps, err)
+			tok := uint32(len(r.tokens))
+			for {
+				err := m.Append(r.id, []uint32{tok})
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, pool.ErrExhausted) || errors.Is(err, kv.ErrTooLarge) {
+					return fmt.Errorf("step %d: decode: %w", steps, err)
+				}
+				victim, err := preempt()
+				if err != nil {
+					return err
+				}
+				if victim == r {
+					break decode
+				}
 			}
-			r.n++
+			r.tokens = append(r.tokens, tok)
 			r.left--
-			kept = append(kept, r)
+			i++
 		}
-		active = kept
 		o.step() // this step's cache events go out as one batch
 		private := 0
 		for _, r := range active {
-			private += blocksFor(r.n)
+			private += blocksFor(len(r.tokens))
 		}
 		held := m.Stats().InUse
 		peakShared, peakPrivate = max(peakShared, held), max(peakPrivate, private)
 		sumShared += held
 		sumPrivate += private
+		if len(active) == 0 {
+			runtime.Gosched() // waiting for the workers' releases
+		}
 	}
 	for _, d := range done {
 		close(d)
@@ -131,8 +174,8 @@ func serveShared(out io.Writer, c config, o *observer) error {
 		return err
 	}
 	st := m.Stats()
-	fmt.Fprintf(out, "served %d requests sharing %d system prompts of %d tokens in %d steps (%d admissions waited)\n",
-		c.requests, c.prompts, c.system, steps, waits)
+	fmt.Fprintf(out, "served %d requests sharing %d system prompts of %d tokens in %d steps (%d admissions waited, %d preemptions)\n",
+		c.requests, c.prompts, c.system, steps, waits, preemptions)
 	fmt.Fprintf(out, "blocks held at peak: %d shared vs %d without sharing (%.0f %% saved); mean %.0f vs %.0f\n",
 		peakShared, peakPrivate, 100*(1-float64(peakShared)/float64(peakPrivate)),
 		float64(sumShared)/float64(steps), float64(sumPrivate)/float64(steps))
@@ -140,8 +183,33 @@ func serveShared(out io.Writer, c config, o *observer) error {
 		st.HitTokens, st.QueryTokens, 100*float64(st.HitTokens)/float64(st.QueryTokens), st.Cached, st.Evictions)
 	fmt.Fprintf(out, "sequences: %d released remotely, %d rejected; %d live, %d blocks in use\n",
 		st.RemoteReleases, st.RejectedReleases, st.Sequences, st.InUse)
-	if st.InUse != 0 || st.Sequences != 0 || st.RejectedReleases != 0 || st.RemoteReleases != uint64(c.requests) {
+	if st.InUse != 0 || st.Sequences != 0 || st.RejectedReleases != 0 || st.RemoteReleases != uint64(c.requests) ||
+		st.Preemptions != uint64(preemptions) {
 		return fmt.Errorf("accounting does not balance: %+v", st)
 	}
 	return nil
+}
+
+// sharedRequest is a request of the shared scenario. It keeps its tokens
+// (prompt, then what it generated) so that it can be admitted again after a
+// preemption.
+type sharedRequest struct {
+	id     kv.SeqID
+	tokens []uint32
+	left   int // decode steps to go
+	owner  int // worker
+}
+
+// newRequest returns request i: system prompt i % c.prompts and its own
+// text, with its decode length.
+func newRequest(c config, i int) *sharedRequest {
+	tokens := make([]uint32, c.system+c.prompt, c.system+c.prompt+c.decode/2+c.decode)
+	sys := i % c.prompts
+	for k := range c.system {
+		tokens[k] = uint32(sys<<20 | k) // system prompt sys
+	}
+	for k := range c.prompt {
+		tokens[c.system+k] = uint32(1<<30 | i<<12 | k) // the request's own text
+	}
+	return &sharedRequest{tokens: tokens, left: c.decode/2 + i%c.decode, owner: i % c.workers}
 }
