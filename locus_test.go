@@ -1,8 +1,11 @@
 package locus_test
 
 import (
+	"errors"
 	"math"
 	"runtime"
+	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/locus-go/locus"
@@ -50,6 +53,23 @@ func TestDefaultRegion(t *testing.T) {
 		if err := p.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A size whose pool metadata could not fit is refused before the region is
+// taken: nothing of the 64 MiB region is allocated.
+func TestDefaultRefusesBeforeAllocating(t *testing.T) {
+	old := debug.SetMemoryLimit(512 << 20)
+	defer debug.SetMemoryLimit(old)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := locus.Default(locus.WithBlockSize(1), locus.WithBlocks(1<<26)) // 64 MiB of blocks, 2.5 GiB of metadata
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, pool.ErrInvalidConfig) || !strings.Contains(err.Error(), "metadata") {
+		t.Fatalf("Default: %v, want ErrInvalidConfig naming the metadata", err)
+	}
+	if d := after.TotalAlloc - before.TotalAlloc; d > 1<<20 {
+		t.Fatalf("refusing allocated %d bytes first", d)
 	}
 }
 

@@ -104,6 +104,21 @@ var (
 // header of its memory, its generation and up to two free-list slots.
 const metaBytesPerBlock = 24 + 8 + 8
 
+// CheckBlocks returns nil if a pool of n blocks can be built: n is 1 to
+// MaxBlocks and the pool's own metadata for them fits this process's
+// memory. Otherwise the error wraps ErrInvalidConfig and names the limit.
+// New checks it; a constructor that makes a backing calls it first, so that
+// a size no pool would accept is refused before any memory is taken.
+func CheckBlocks(n int) error {
+	if n <= 0 || n > MaxBlocks {
+		return fmt.Errorf("%w: %d blocks, want 1 to %d", ErrInvalidConfig, n, MaxBlocks)
+	}
+	if err := sysmem.Fits(uint64(n) * metaBytesPerBlock); err != nil {
+		return fmt.Errorf("%w: metadata of %d blocks: %v", ErrInvalidConfig, n, err)
+	}
+	return nil
+}
+
 // New composes a pool from a backing, a transport and a reuse policy. Callers
 // never write the type arguments; they are inferred:
 //
@@ -130,11 +145,8 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 		return nil, fmt.Errorf("%w: policy order %v", ErrInvalidConfig, order)
 	}
 	n := b.Len()
-	if n <= 0 || n > MaxBlocks {
-		return nil, fmt.Errorf("%w: backing has %d blocks, want 1 to %d", ErrInvalidConfig, n, MaxBlocks)
-	}
-	if err := sysmem.Fits(uint64(n) * metaBytesPerBlock); err != nil {
-		return nil, fmt.Errorf("%w: metadata of %d blocks: %v", ErrInvalidConfig, n, err)
+	if err := CheckBlocks(n); err != nil {
+		return nil, err
 	}
 	size := len(b.Block(0))
 	blocks := make([][]byte, n)

@@ -38,6 +38,10 @@ func New(blockSize, blocks int) (*Backing, error) {
 	if blockSize <= 0 || blocks <= 0 || blocks > pool.MaxBlocks {
 		return nil, fmt.Errorf("%w: heap backing of %d blocks of %d bytes", pool.ErrInvalidConfig, blocks, blockSize)
 	}
+	// A pool over it must fit too: refuse before taking the region.
+	if err := pool.CheckBlocks(blocks); err != nil {
+		return nil, err
+	}
 	total, ok := sysmem.Product(blockSize, blocks)
 	if !ok {
 		return nil, fmt.Errorf("%w: %d blocks of %d bytes overflow an int", pool.ErrInvalidConfig, blocks, blockSize)

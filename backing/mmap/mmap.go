@@ -160,6 +160,10 @@ func New(blockSize, blocks int, opts ...Option) (*Backing, error) {
 	if blockSize <= 0 || blocks <= 0 || blocks > pool.MaxBlocks {
 		return nil, fmt.Errorf("%w: mmap backing of %d blocks of %d bytes", pool.ErrInvalidConfig, blocks, blockSize)
 	}
+	// A pool over it must fit too: refuse before mapping the region.
+	if err := pool.CheckBlocks(blocks); err != nil {
+		return nil, err
+	}
 	if blockSize > maxInt/blocks {
 		return nil, fmt.Errorf("%w: %d blocks of %d bytes overflow an int", pool.ErrInvalidConfig, blocks, blockSize)
 	}

@@ -17,7 +17,7 @@ import (
 var fences = map[string][]string{
 	"unsafe":                {"backing/mmap", "backing/cuda"},
 	"golang.org/x/sys/unix": {"backing/mmap", "backing/cuda"},
-	"syscall":               {"backing/mmap"},
+	"syscall":               {"backing/mmap", "internal/sysmem"}, // sysmem: getrlimit, to refuse sizes past RLIMIT_AS
 	"testing":               {"conformance", "bench"},
 
 	"github.com/prometheus/client_golang/prometheus":          {"metrics", "examples"},
