@@ -256,3 +256,46 @@ func TestNilPoolRefusesEverything(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.Zero(t, s.Submitted())
 }
+
+// A backing's memory and a transport belong to one open pool: a second
+// pool over either is refused (it would hand out the same bytes, or take
+// the other's frees), and Close hands them back.
+func TestSecondOwnerRefused(t *testing.T) {
+	b, err := heap.New(64, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := mailbox.New()
+	p, err := pool.New(b, tr, lifo.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := heap.New(64, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		new  func() error
+	}{
+		{"same backing", func() error { _, err := pool.New(b, mailbox.New(), lifo.Policy{}); return err }},
+		{"same transport", func() error { _, err := pool.New(other, tr, lifo.Policy{}); return err }},
+	} {
+		if err := tc.new(); !errors.Is(err, pool.ErrInvalidConfig) || !strings.Contains(err.Error(), "another open pool") {
+			t.Errorf("%s: %v, want ErrInvalidConfig naming the other pool", tc.name, err)
+		}
+	}
+	// The refused transport claim left the other backing free.
+	q, err := pool.New(other, mailbox.New(), lifo.Policy{})
+	if err != nil {
+		t.Fatalf("a fresh backing after a refusal: %v", err)
+	}
+	if err := errors.Join(p.Close(), q.Close()); err != nil {
+		t.Fatal(err)
+	}
+	// Close gave the transport back (closed, but no longer owned).
+	b2, _ := heap.New(64, 8)
+	if _, err := pool.New(b2, tr, lifo.Policy{}); err != nil {
+		t.Fatalf("the transport of a closed pool: %v", err)
+	}
+}

@@ -3,9 +3,11 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 
 	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/owner"
 	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/internal/sysmem"
 	"github.com/locus-go/locus/internal/typednil"
@@ -159,6 +161,9 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 		blocks[i] = blk
 	}
 	pl := &Pool[B, T, P]{b: b, t: t, p: p}
+	if err := pl.claim(); err != nil {
+		return nil, err
+	}
 	c := &pl.c
 	c.id = nextPoolID()
 	c.fifo = order == FIFO
@@ -508,7 +513,41 @@ func (p *Pool[B, T, P]) Close() error {
 	// of range), which reject turns into ErrClosed: the hot path needs no
 	// closed check of its own.
 	c.blocks, c.gens, c.free = nil, nil, ring{}
+	p.release()
 	return errors.Join(p.t.Close(), p.b.Close())
+}
+
+// Every backing's memory and every transport belongs to one live pool: two
+// pools over the same region would hand out the same bytes twice, and two
+// over one transport would take each other's frees. regions is keyed by
+// the address of block 0, transports by the transport's pointer.
+var regions, transports owner.Registry
+
+// claim makes p the owner of its backing's memory and its transport (when
+// the transport is a pointer), or says which one another open pool holds.
+func (p *Pool[B, T, P]) claim() error {
+	mem := reflect.ValueOf(p.b.Block(0)).Pointer()
+	if err := owner.Claim(&regions, mem, p); err != nil {
+		return fmt.Errorf("%w: the backing's memory is %v by another open pool", ErrInvalidConfig, err)
+	}
+	if t := reflect.ValueOf(p.t); t.Kind() == reflect.Pointer {
+		if err := owner.Claim(&transports, t.Pointer(), p); err != nil {
+			owner.Release(&regions, mem, p)
+			return fmt.Errorf("%w: the transport is %v by another open pool", ErrInvalidConfig, err)
+		}
+	}
+	return nil
+}
+
+// release gives up what claim took; Close calls it before it closes the
+// components.
+func (p *Pool[B, T, P]) release() {
+	if blk := p.b.Block(0); len(blk) > 0 {
+		owner.Release(&regions, reflect.ValueOf(blk).Pointer(), p)
+	}
+	if t := reflect.ValueOf(p.t); t.Kind() == reflect.Pointer {
+		owner.Release(&transports, t.Pointer(), p)
+	}
 }
 
 // usable returns the error of a pool that may not be used: ErrClosed once
