@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sync/atomic"
 	"time"
 
 	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/owner"
 	"github.com/locus-go/locus/internal/snapshot"
+	"github.com/locus-go/locus/internal/sysmem"
 	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/mailbox"
@@ -20,7 +23,9 @@ import (
 // copy-on-write calls Bytes twice per copied block.
 //
 // The manager owns the pool's blocks: allocate from the pool only through
-// the manager while the manager is open.
+// the manager while the manager is open. New refuses a pool with blocks
+// already allocated (when it reports them with Live, as pool.Pool does) and a pool another open
+// Manager owns.
 type BlockPool interface {
 	AllocChunk(dst []pool.Handle) error
 	FreeChunk(chunk []pool.Handle) error
@@ -176,11 +181,24 @@ func New(p BlockPool, opts ...Option) (*Manager, error) {
 	if n <= 0 || n > pool.MaxBlocks {
 		return nil, fmt.Errorf("kv: %w: pool of %d blocks", pool.ErrInvalidConfig, n)
 	}
+	if err := sysmem.Fits(uint64(n) * metaBytesPerBlock); err != nil {
+		return nil, fmt.Errorf("kv: %w: metadata of %d blocks: %v", pool.ErrInvalidConfig, n, err)
+	}
+	if lp, ok := p.(interface{ Live() int }); ok {
+		if live := lp.Live(); live != 0 {
+			return nil, fmt.Errorf("kv: %w: the pool has %d blocks allocated already; a manager needs a fresh pool", pool.ErrInvalidConfig, live)
+		}
+	}
 	hasher, err := NewHasher(cfg.algo, cfg.seed)
 	if err != nil {
 		return nil, err
 	}
 	m := &Manager{p: p, cfg: cfg, bs: cfg.tokensPerBlock, hasher: hasher}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer {
+		if err := owner.Claim(&pools, v.Pointer(), m); err != nil {
+			return nil, fmt.Errorf("kv: %w: the pool is %v by another open manager", pool.ErrInvalidConfig, err)
+		}
+	}
 	for m.id == 0 {
 		m.id = lastManagerID.Add(1)
 	}
@@ -1066,8 +1084,20 @@ func (m *Manager) Close() error {
 	m.closed = true
 	m.blocks, m.index, m.seqs = nil, nil, nil
 	m.pub.Seal(m.final)
+	if v := reflect.ValueOf(m.p); v.Kind() == reflect.Pointer {
+		owner.Release(&pools, v.Pointer(), m)
+	}
 	return err
 }
+
+// pools records which open Manager owns each pool: two managers over one
+// pool would each count the other's blocks as free.
+var pools owner.Registry
+
+// metaBytesPerBlock bounds what a Manager keeps per block of its pool (its
+// metadata and a prefix-cache index entry), for refusing pools whose
+// manager could not fit in memory.
+const metaBytesPerBlock = 256
 
 // noCopy lets go vet's copylocks check flag copies of a Manager.
 type noCopy struct{}

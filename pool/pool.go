@@ -459,6 +459,17 @@ func (p *Pool[B, T, P]) BlockSize() int {
 	return p.c.size
 }
 
+// Live returns how many blocks are allocated and not yet back on the free
+// list (frees still in a transport count as live until a Drain). Unlike
+// Stats it publishes nothing to Snapshot readers; owner goroutine only. It
+// returns 0 for a nil, zero or closed pool.
+func (p *Pool[B, T, P]) Live() int {
+	if p == nil || p.c.usable() != nil {
+		return 0
+	}
+	return p.c.live()
+}
+
 // Capacity returns the number of blocks in the pool; 0 after Close.
 func (p *Pool[B, T, P]) Capacity() int {
 	if p == nil {

@@ -1,0 +1,44 @@
+package kv_test
+
+import (
+	"errors"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locus-go/locus/kv"
+	"github.com/locus-go/locus/pool"
+)
+
+// hugePool claims a capacity whose manager could not fit in memory.
+type hugePool struct{ kv.BlockPool }
+
+func (hugePool) Capacity() int { return pool.MaxBlocks }
+
+// A manager needs a fresh pool of its own and metadata that fits: a pool
+// with blocks allocated, a pool another open manager owns and a capacity
+// past memory are refused with ErrInvalidConfig; Close hands the pool back.
+func TestNewRefusesSharedOrUsedPools(t *testing.T) {
+	p := newPool(t, 8, 64)
+	h, err := p.Alloc()
+	require.NoError(t, err)
+	if _, err := kv.New(p); !errors.Is(err, pool.ErrInvalidConfig) || !strings.Contains(err.Error(), "allocated") {
+		t.Fatalf("a pool with a block allocated: %v", err)
+	}
+	require.NoError(t, p.Free(h))
+	m, err := kv.New(p)
+	require.NoError(t, err)
+	if _, err := kv.New(p); !errors.Is(err, pool.ErrInvalidConfig) || !strings.Contains(err.Error(), "another open manager") {
+		t.Fatalf("a second manager over one pool: %v", err)
+	}
+	require.NoError(t, m.Close())
+	m2, err := kv.New(p)
+	require.NoError(t, err, "the pool of a closed manager")
+	require.NoError(t, m2.Close())
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(1 << 30))
+	if _, err := kv.New(hugePool{p}); !errors.Is(err, pool.ErrInvalidConfig) || !strings.Contains(err.Error(), "metadata") {
+		t.Fatalf("a pool of 2^30 blocks: %v", err)
+	}
+}
