@@ -2,7 +2,6 @@ package classes_test
 
 import (
 	"errors"
-	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -35,7 +34,7 @@ func TestSplit(t *testing.T) {
 		{"equal bytes", 1 << 20, []int{4096, 65536}, nil, []classes.Class{{4096, 128}, {65536, 8}}},
 		{"weighted", 1 << 20, []int{4096, 65536}, []int{1, 3}, []classes.Class{{4096, 64}, {65536, 12}}},
 		{"rounds down", 1000, []int{300, 100}, nil, []classes.Class{{300, 1}, {100, 5}}},
-		{"budget × weight overflows", math.MaxInt, []int{1 << 20}, []int{1 << 30}, []classes.Class{{1 << 20, math.MaxInt >> 20}}},
+		{"budget × weight overflows", 1 << 40, []int{1 << 20}, []int{1 << 30}, []classes.Class{{1 << 20, 1 << 20}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := classes.Split(c.budget, c.sizes, c.weights)
@@ -57,6 +56,7 @@ func TestSplit(t *testing.T) {
 		{"zero weight", 1024, []int{64, 128}, []int{1, 0}},
 		{"share below one block", 1024, []int{64, 2048}, nil},
 		{"too many classes", 1 << 30, make([]int, classes.MaxClasses+1), nil},
+		{"classes past any pool", 1 << 62, []int{64, 4096}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got, err := classes.Split(c.budget, c.sizes, c.weights); !errors.Is(err, pool.ErrInvalidConfig) {

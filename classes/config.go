@@ -59,6 +59,9 @@ func Split(budget int, sizes []int, weights []int) ([]Class, error) {
 		if blocks == 0 {
 			return nil, fmt.Errorf("%w: class %d gets %d bytes, less than one block of %d", pool.ErrInvalidConfig, k, share, size)
 		}
+		if err := pool.CheckBlocks(blocks); err != nil {
+			return nil, fmt.Errorf("class %d (%d-byte blocks): %w", k, size, err)
+		}
 		out[k] = Class{Size: size, Blocks: blocks}
 	}
 	return out, nil

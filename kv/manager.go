@@ -251,10 +251,13 @@ func (m *Manager) usable() error {
 	case m.id == 0:
 		return errZeroManager
 	case m.closed:
-		return pool.ErrClosed
+		return errClosedManager
 	}
 	return nil
 }
+
+// errClosedManager says the manager, not its pool, is closed.
+var errClosedManager = fmt.Errorf("kv: manager closed: %w", pool.ErrClosed)
 
 // Admit starts a sequence of prompt tokens and returns its id and how many
 // of its first tokens the prefix cache already holds: their KV needs no

@@ -92,7 +92,7 @@ func defaults() config {
 }
 
 // WithTokensPerBlock sets how many tokens a block holds (default
-// DefaultTokensPerBlock).
+// DefaultTokensPerBlock), 1 to MaxTokensPerBlock.
 func WithTokensPerBlock(n int) Option { return optionFunc(func(c *config) { c.tokensPerBlock = n }) }
 
 // WithPrefixCaching turns the prefix cache on (the default) or off, as
@@ -150,9 +150,14 @@ func WithSubscriber(fn func(*Event)) Option { return optionFunc(func(c *config) 
 // time.Now); tests pass a fake one.
 func WithClock(now func() time.Time) Option { return optionFunc(func(c *config) { c.clock = now }) }
 
+// MaxTokensPerBlock bounds WithTokensPerBlock: engines use 16 to 256 tokens
+// a block (a whole adapter-sized run is still far below it), and a manager
+// keeps a block's partial tokens in memory.
+const MaxTokensPerBlock = 1 << 16
+
 func (c *config) validate() error {
 	switch {
-	case c.tokensPerBlock <= 0:
+	case c.tokensPerBlock <= 0 || c.tokensPerBlock > MaxTokensPerBlock:
 		return fmt.Errorf("kv: %w: %d tokens per block", pool.ErrInvalidConfig, c.tokensPerBlock)
 	case c.algo.size() == 0:
 		return fmt.Errorf("kv: %w: hash algorithm %v", pool.ErrInvalidConfig, c.algo)

@@ -42,3 +42,21 @@ func TestNewRefusesSharedOrUsedPools(t *testing.T) {
 		t.Fatalf("a pool of 2^30 blocks: %v", err)
 	}
 }
+
+// Absurd options are refused at construction, and a closed manager says it
+// is the manager that is closed.
+func TestNewRefusesAbsurdOptions(t *testing.T) {
+	p := newPool(t, 8, 64)
+	for _, n := range []int{0, -1, kv.MaxTokensPerBlock + 1, 1 << 40} {
+		if _, err := kv.New(p, kv.WithTokensPerBlock(n)); !errors.Is(err, pool.ErrInvalidConfig) {
+			t.Errorf("WithTokensPerBlock(%d): %v", n, err)
+		}
+	}
+	m, err := kv.New(p)
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	_, _, err = m.Admit([]uint32{1, 2, 3}, kv.Key{})
+	if !errors.Is(err, pool.ErrClosed) || !strings.Contains(err.Error(), "manager closed") {
+		t.Errorf("Admit after Close: %v", err)
+	}
+}
