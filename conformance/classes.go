@@ -87,20 +87,14 @@ type ClassesSender interface {
 // only once it returns.
 func TestClasses[C Classes[S], S ClassesSender](t *testing.T, newC func(t *testing.T) C) {
 	t.Helper()
-	classesSuite().runT(t, func(t *testing.T) clsSubject { return clsAdapter[S]{newC(t)} })
+	classesSuite().runT(t, adaptT(newC, func(c C) clsSubject { return clsAdapter[S]{c} }))
 }
 
 // CheckClasses runs the size-class suite outside go test (it calls no
 // testing function) and returns every violation found, joined with
 // errors.Join.
 func CheckClasses[C Classes[S], S ClassesSender](newC func() (C, error)) error {
-	return classesSuite().runCheck(func() (clsSubject, error) {
-		c, err := newC()
-		if err != nil {
-			return nil, err
-		}
-		return clsAdapter[S]{c}, nil
-	})
+	return classesSuite().runCheck(adapt(newC, func(c C) clsSubject { return clsAdapter[S]{c} }))
 }
 
 // clsSubject is what the cases exercise: a Classes whose senders are seen

@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"github.com/locus-go/locus/internal/typednil"
+
 	"errors"
 	"fmt"
 	"math"
@@ -110,6 +112,9 @@ func (c PagesConfig) Options() []pages.Option {
 // ErrDeadlock and its allocators are left open.
 func TestPages[P Pages](t *testing.T, newP func(t *testing.T, cfg PagesConfig) P) {
 	t.Helper()
+	if newP == nil {
+		t.Fatal(errNilConstructor)
+	}
 	for _, c := range pagesCases {
 		setup := pagesSetups[c.name]
 		pagesSuiteOf(c).runT(t, func(t *testing.T) *pagesInst {
@@ -123,6 +128,9 @@ func TestPages[P Pages](t *testing.T, newP func(t *testing.T, cfg PagesConfig) P
 // function) and returns every violation found, joined with errors.Join.
 // Cases that do not apply are left out, not reported.
 func CheckPages[P Pages](newP func(cfg PagesConfig) (P, error)) error {
+	if newP == nil {
+		return errNilConstructor
+	}
 	return joinOutcomes(pagesOutcomes(func(cfg PagesConfig) (Pages, error) {
 		p, err := newP(cfg)
 		if err != nil {
@@ -138,6 +146,9 @@ func pagesOutcomes(newP func(PagesConfig) (Pages, error), where string) []outcom
 	for _, c := range pagesCases {
 		setup := pagesSetups[c.name]
 		outs = append(outs, pagesSuiteOf(c).run(func() (*pagesInst, error) { return newPagesInst(setup, newP) }, where)...)
+		if errors.Is(outs[len(outs)-1].err, errNilComponent) {
+			break // every case would say the same
+		}
 	}
 	return outs
 }
@@ -221,6 +232,9 @@ func newPagesInst(setup pagesSetup, build func(PagesConfig) (Pages, error)) (*pa
 	p, err := build(in.cfg)
 	if err != nil {
 		return nil, err
+	}
+	if typednil.Is(p) {
+		return nil, errNilComponent
 	}
 	in.Pages = p
 	return in, nil

@@ -18,19 +18,13 @@ import (
 // pool of at least 64 blocks. The suite closes the pools it is given.
 func TestPool[B pool.Backing, T pool.Transport, P pool.ReusePolicy](t *testing.T, newPool func(t *testing.T) *pool.Pool[B, T, P]) {
 	t.Helper()
-	poolSuite().runT(t, func(t *testing.T) subject { return poolSubject[B, T, P]{newPool(t)} })
+	poolSuite().runT(t, adaptT(newPool, func(p *pool.Pool[B, T, P]) subject { return poolSubject[B, T, P]{p} }))
 }
 
 // CheckPool runs the pool suite outside go test (it calls no testing
 // function) and returns every violation found, joined with errors.Join.
 func CheckPool[B pool.Backing, T pool.Transport, P pool.ReusePolicy](newPool func() (*pool.Pool[B, T, P], error)) error {
-	return poolSuite().runCheck(func() (subject, error) {
-		p, err := newPool()
-		if err != nil {
-			return nil, err
-		}
-		return poolSubject[B, T, P]{p}, nil
-	})
+	return poolSuite().runCheck(adapt(newPool, func(p *pool.Pool[B, T, P]) subject { return poolSubject[B, T, P]{p} }))
 }
 
 // subject is the pool surface the suite exercises. *pool.Pool satisfies it

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/locus-go/locus/internal/typednil"
 )
 
 // caseTimeout is the watchdog of one case: a case still running after it is
@@ -126,9 +128,67 @@ type outcome struct {
 	err  error  // a *Violation, or an error of the constructor
 }
 
+// errNilComponent is a constructor's nil result: one error for the whole
+// suite, not one stack trace per case.
+var errNilComponent = errors.New("the constructor returned a nil component")
+
+// errNilConstructor is a nil constructor function.
+var errNilConstructor = errors.New("conformance: nil constructor")
+
+// nonNil wraps a constructor so that a nil component is an error.
+func nonNil[X any](build func() (X, error)) func() (X, error) {
+	return func() (X, error) {
+		x, err := build()
+		if err == nil && typednil.Is(x) {
+			err = errNilComponent
+		}
+		return x, err
+	}
+}
+
+// adapt turns a typed constructor into the suite's: an error passes
+// through, a nil component is errNilComponent, anything else is wrapped.
+// A nil constructor gives nil, which runCheck reports.
+func adapt[C, X any](newC func() (C, error), wrap func(C) X) func() (X, error) {
+	if newC == nil {
+		return nil
+	}
+	return func() (X, error) {
+		var zero X
+		c, err := newC()
+		if err != nil {
+			return zero, err
+		}
+		if typednil.Is(c) {
+			return zero, errNilComponent
+		}
+		return wrap(c), nil
+	}
+}
+
+// adaptT is adapt for go test constructors, which fail the test instead
+// of returning an error; a nil component becomes the zero X, which the
+// suite reports as errNilComponent.
+func adaptT[C, X any](newC func(*testing.T) C, wrap func(C) X) func(*testing.T) X {
+	if newC == nil {
+		return nil
+	}
+	return func(t *testing.T) X {
+		c := newC(t)
+		if typednil.Is(c) {
+			var zero X
+			return zero
+		}
+		return wrap(c)
+	}
+}
+
 // runT runs every case as a subtest of t.
 func (s suite[X]) runT(t *testing.T, newX func(t *testing.T) X) {
 	t.Helper()
+	if newX == nil {
+		t.Fatal(errNilConstructor)
+	}
 	where := callerOutside()
 	for _, c := range s.cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -138,7 +198,10 @@ func (s suite[X]) runT(t *testing.T, newX func(t *testing.T) X) {
 					timeout = max(left, time.Second)
 				}
 			}
-			o := s.runCase(c, func() (X, error) { return newX(t), nil }, timeout, where)
+			o := s.runCase(c, nonNil(func() (X, error) { return newX(t), nil }), timeout, where)
+			if errors.Is(o.err, errNilComponent) {
+				t.Fatal(o.err)
+			}
 			switch {
 			case o.err != nil:
 				t.Error(o.err)
@@ -151,6 +214,9 @@ func (s suite[X]) runT(t *testing.T, newX func(t *testing.T) X) {
 
 // runCheck runs every case and joins what they found.
 func (s suite[X]) runCheck(newX func() (X, error)) error {
+	if newX == nil {
+		return errNilConstructor
+	}
 	var errs []error
 	for _, o := range s.run(newX, callerOutside()) {
 		if o.err != nil {
@@ -164,7 +230,11 @@ func (s suite[X]) runCheck(newX func() (X, error)) error {
 func (s suite[X]) run(newX func() (X, error), where string) []outcome {
 	out := make([]outcome, 0, len(s.cases))
 	for _, c := range s.cases {
-		out = append(out, s.runCase(c, newX, caseTimeout, where))
+		o := s.runCase(c, nonNil(newX), caseTimeout, where)
+		out = append(out, o)
+		if errors.Is(o.err, errNilComponent) {
+			break // every case would say the same
+		}
 	}
 	return out
 }

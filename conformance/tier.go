@@ -59,19 +59,13 @@ const tierMin = 8
 // The suite closes the tiers it is given.
 func TestTier[T Tier](t *testing.T, newT func(t *testing.T) T) {
 	t.Helper()
-	tierSuite().runT(t, func(t *testing.T) Tier { return newT(t) })
+	tierSuite().runT(t, adaptT(newT, func(x T) Tier { return x }))
 }
 
 // CheckTier runs the tier suite outside go test (it calls no testing
 // function) and returns every violation found, joined with errors.Join.
 func CheckTier[T Tier](newT func() (T, error)) error {
-	return tierSuite().runCheck(func() (Tier, error) {
-		x, err := newT()
-		if err != nil {
-			return nil, err
-		}
-		return x, nil
-	})
+	return tierSuite().runCheck(adapt(newT, func(x T) Tier { return x }))
 }
 
 func tierSuite() suite[Tier] {
