@@ -41,10 +41,7 @@ func bounds() []bound {
 	if c := cgroupLimit(); c > 0 {
 		bs = append(bs, bound{"the cgroup memory limit", c})
 	}
-	for _, r := range rlimits() {
-		bs = append(bs, r)
-	}
-	return bs
+	return append(bs, rlimits()...)
 }
 
 // Limit returns the most bytes one allocation may plausibly take.
