@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -59,12 +60,34 @@ type ChatPlan struct {
 	Steps    int // the step after the last request finishes
 }
 
+// ErrChatConfig is matched by every error of ChatConfig.Check.
+var ErrChatConfig = errors.New("bench: invalid chat config")
+
+// Check names every field of cfg out of its range: counts of conversations,
+// turns, system prompts, user and reply tokens, tokens per block and blocks
+// must be positive; system tokens, think steps and stagger may be zero.
+func (cfg ChatConfig) Check() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int
+		min  int
+	}{
+		{"Conversations", cfg.Conversations, 1}, {"Turns", cfg.Turns, 1}, {"SystemPrompts", cfg.SystemPrompts, 1},
+		{"SystemTokens", cfg.SystemTokens, 0}, {"UserTokens", cfg.UserTokens, 1}, {"ReplyTokens", cfg.ReplyTokens, 1},
+		{"ThinkSteps", cfg.ThinkSteps, 0}, {"Stagger", cfg.Stagger, 0}, {"BlockSize", cfg.BlockSize, 1}, {"Blocks", cfg.Blocks, 1},
+	} {
+		if f.v < f.min {
+			errs = append(errs, fmt.Errorf("%w: %s %d: want %d or more", ErrChatConfig, f.name, f.v, f.min))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // NewChatPlan computes the schedule of cfg.
 func NewChatPlan(cfg ChatConfig) (*ChatPlan, error) {
-	if cfg.Conversations <= 0 || cfg.Turns <= 0 || cfg.SystemPrompts <= 0 || cfg.SystemTokens < 0 ||
-		cfg.UserTokens <= 0 || cfg.ReplyTokens <= 0 || cfg.ThinkSteps < 0 || cfg.Stagger < 0 ||
-		cfg.BlockSize <= 0 || cfg.Blocks <= 0 {
-		return nil, fmt.Errorf("bench: invalid chat config %+v", cfg)
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x636861742d747261)) // "chat-tra"
 	words := func(n int) []uint32 {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -103,14 +104,14 @@ Flags:
 // checkChat refuses a trace whose schedule or pools would not fit in
 // memory, before any work; bench.NewChatPlan checks the rest.
 func checkChat(cfg bench.ChatConfig, traces int) error {
+	if err := cfg.Check(); err != nil {
+		return flagNames(err)
+	}
 	if traces < 1 || traces > maxChatTraces {
 		return fmt.Errorf("%w: -traces %d; want 1 to %d", eval.ErrConfig, traces, maxChatTraces)
 	}
 	if cfg.Blocks > maxChatBlocks {
 		return fmt.Errorf("%w: -blocks %d; want at most %d", eval.ErrConfig, cfg.Blocks, maxChatBlocks)
-	}
-	if cfg.Conversations <= 0 || cfg.Turns <= 0 || cfg.SystemTokens < 0 || cfg.UserTokens <= 0 || cfg.ReplyTokens <= 0 || cfg.BlockSize <= 0 {
-		return nil // bench.NewChatPlan says what is wrong
 	}
 	// Every conversation's turn t re-sends its system prompt and t earlier
 	// turns; the private run holds a pool as large as every request's blocks.
@@ -120,11 +121,22 @@ func checkChat(cfg bench.ChatConfig, traces int) error {
 		tokens += float64(cfg.Conversations) * n
 		blocks += float64(cfg.Conversations) * float64(int64(n)+int64(cfg.BlockSize)-1) / float64(cfg.BlockSize)
 		if tokens > maxChatTokens || blocks > maxChatBlocks {
-			return fmt.Errorf("%w: a trace of %d conversations × %d turns holds over %d tokens or %d blocks; make it smaller",
+			return fmt.Errorf("%w: -conversations %d × -turns %d: the trace holds over %d tokens or %d blocks; make it smaller",
 				eval.ErrConfig, cfg.Conversations, cfg.Turns, maxChatTokens, maxChatBlocks)
 		}
 	}
 	return nil
+}
+
+// chatFlags are the flags of ChatConfig's fields, for errors that name
+// what the user typed.
+var chatFlags = strings.NewReplacer("Conversations ", "-conversations ", "Turns ", "-turns ", "SystemPrompts ", "-systems ",
+	"SystemTokens ", "-system-tokens ", "UserTokens ", "-user-tokens ", "ReplyTokens ", "-reply-tokens ", "ThinkSteps ", "-think ",
+	"Stagger ", "-stagger ", "BlockSize ", "-block-size ", "Blocks ", "-blocks ")
+
+// flagNames rewrites a ChatConfig error in flag names.
+func flagNames(err error) error {
+	return fmt.Errorf("%w: %s", eval.ErrConfig, strings.ReplaceAll(chatFlags.Replace(err.Error()), bench.ErrChatConfig.Error()+": ", ""))
 }
 
 func chatDocOf(cfg bench.ChatConfig, traces int, r bench.ChatResult) chatDoc {

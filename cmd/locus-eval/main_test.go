@@ -217,6 +217,13 @@ func TestBadFlags(t *testing.T) {
 		{"chat", "-block-size", "0"},
 		{"chat", "stray"},
 		{"compare", file},
+		{"frag", "-ops", "-1"},
+		{"frag", "-pages", "0"},
+		{"frag", "-max", "0"},
+		{"frag", "-trials", "0"},
+		{"chat", "-think", "-1"},
+		{"chat", "-systems", "0"},
+		{"chat", "-blocks", "0"},
 		{"scale", "-producers", "2,4"},
 		{"scale", "-producers", "1,4,2"},
 		{"scale", "-producers", "1,1"},
@@ -229,6 +236,11 @@ func TestBadFlags(t *testing.T) {
 		status, _, errOut := runCmd(t, args...)
 		if status != 2 {
 			t.Errorf("%v: status %d, want 2 (%s)", args, status, errOut)
+		}
+		// The experiments' errors name the flag the user typed, not a struct.
+		if sub := args[0]; (sub == "frag" || sub == "chat" || sub == "scale") && len(args) > 2 &&
+			(!strings.Contains(errOut, args[1]) || strings.Contains(errOut, "{")) {
+			t.Errorf("%v: the error does not name %s: %s", args, args[1], errOut)
 		}
 	}
 }
@@ -494,5 +506,25 @@ func TestScaleQuick(t *testing.T) {
 	}
 	if status, _, _ := runCmd(t, "report", path); status != 2 {
 		t.Errorf("report of a scaling document alone (no scoreboard): status %d, want 2", status)
+	}
+}
+
+// The same scoreboard given twice is refused, not rendered as two machines.
+func TestReportRefusesDuplicates(t *testing.T) {
+	doc := filepath.Join("..", "..", "internal", "eval", "testdata", "scoreboard.json")
+	copyPath := filepath.Join(t.TempDir(), "copy.json")
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copyPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, errOut := runCmd(t, "report", doc); status != 0 {
+		t.Fatalf("one document: status %d: %s", status, errOut)
+	}
+	status, _, errOut := runCmd(t, "report", doc, copyPath)
+	if status != 2 || !strings.Contains(errOut, "already given") {
+		t.Fatalf("the same run twice: status %d: %s", status, errOut)
 	}
 }

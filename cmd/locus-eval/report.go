@@ -55,6 +55,12 @@ locus-eval scale -json document. Measures nothing.
 		}
 		switch {
 		case sb != nil:
+			for _, o := range sbs {
+				if o.Created.Equal(sb.Created) && o.Machine == sb.Machine {
+					return fmt.Errorf("%w: %s is a scoreboard already given (same run: %s, %s)", eval.ErrConfig, path,
+						sb.Machine, sb.Created.Format("2006-01-02 15:04:05"))
+				}
+			}
 			sbs = append(sbs, sb)
 		case th != nil:
 			return fmt.Errorf("%w: two thread documents (%s)", eval.ErrConfig, path)

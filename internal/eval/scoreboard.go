@@ -87,7 +87,7 @@ func (o *Options) Check() error {
 // checkRuns checks a number of measuring processes.
 func checkRuns(runs int) error {
 	if runs < MinRuns || runs > MaxRuns {
-		return fmt.Errorf("%w: %d runs; want %d to %d processes (%d are needed to see layout effects)", ErrConfig, runs, MinRuns, MaxRuns, MinRuns)
+		return fmt.Errorf("%w: -runs %d: want %d to %d processes (%d are needed to see layout effects)", ErrConfig, runs, MinRuns, MaxRuns, MinRuns)
 	}
 	return nil
 }

@@ -118,6 +118,32 @@ type Result struct {
 	Series []Series // first fit, best fit, size classes
 }
 
+// validate checks every value against its range and names each one that
+// is out of it; names are how the caller spells the fields (a flag, or a
+// Config field), in the order Pages, MaxPages, Ops, Trials, AllocProb.
+func (cfg Config) validate(names ...string) error {
+	var errs []error
+	bad := func(i int, v any, want string) {
+		errs = append(errs, fmt.Errorf("frag: %w: %s %v: want %s", pool.ErrInvalidConfig, names[i], v, want))
+	}
+	if cfg.Pages <= 0 || cfg.Pages > MaxRegionPages {
+		bad(0, cfg.Pages, fmt.Sprintf("1 to %d", MaxRegionPages))
+	}
+	if cfg.MaxPages <= 0 || (cfg.Pages > 0 && cfg.MaxPages > cfg.Pages) {
+		bad(1, cfg.MaxPages, fmt.Sprintf("1 to the region's pages (%d)", cfg.Pages))
+	}
+	if cfg.Ops <= 0 || cfg.Ops > MaxOps {
+		bad(2, cfg.Ops, fmt.Sprintf("1 to %d", MaxOps))
+	}
+	if cfg.Trials <= 0 || cfg.Trials > MaxTrials {
+		bad(3, cfg.Trials, fmt.Sprintf("1 to %d", MaxTrials))
+	}
+	if !(cfg.AllocProb > 0 && cfg.AllocProb <= 1) {
+		bad(4, cfg.AllocProb, "above 0, at most 1")
+	}
+	return errors.Join(errs...)
+}
+
 // Run runs every trial of every strategy and averages them.
 func Run(cfg Config) (*Result, error) {
 	def := DefaultConfig()
@@ -130,9 +156,8 @@ func Run(cfg Config) (*Result, error) {
 	if cfg.Checkpoints == nil {
 		cfg.Checkpoints = def.Checkpoints
 	}
-	if cfg.Pages <= 0 || cfg.Pages > MaxRegionPages || cfg.MaxPages <= 0 || cfg.MaxPages > cfg.Pages ||
-		cfg.Ops <= 0 || cfg.Ops > MaxOps || cfg.Trials <= 0 || cfg.Trials > MaxTrials || !(cfg.AllocProb > 0 && cfg.AllocProb <= 1) {
-		return nil, fmt.Errorf("frag: %w: %+v", pool.ErrInvalidConfig, cfg)
+	if err := cfg.validate("Pages", "MaxPages", "Ops", "Trials", "AllocProb"); err != nil {
+		return nil, err
 	}
 	for _, c := range cfg.Checkpoints {
 		if c < 1 || c > cfg.Ops {

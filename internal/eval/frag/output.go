@@ -193,7 +193,11 @@ Flags:
 		cfg.Trials = 5
 	}
 	if cfg.PageMB <= 0 {
-		return fmt.Errorf("frag: %w: -page-mb %d", pool.ErrInvalidConfig, cfg.PageMB)
+		return fmt.Errorf("frag: %w: -page-mb %d: want 1 or more", pool.ErrInvalidConfig, cfg.PageMB)
+	}
+	// Zero is refused here, not replaced by a default as Run does.
+	if err := cfg.validate("-pages", "-max", "-ops", "-trials", "-p-alloc"); err != nil {
+		return err
 	}
 	cfg.Checkpoints = nil
 	for _, cp := range def.Checkpoints {
