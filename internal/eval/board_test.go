@@ -239,7 +239,7 @@ func TestDocumentRoundTrip(t *testing.T) {
 		t.Fatalf("a run does not match itself after JSON: %+v, %v", c, err)
 	}
 	var md, txt bytes.Buffer
-	if err := WriteMarkdown(&md, []*Scoreboard{back, back}, nil, nil, "locus-eval report x.json"); err != nil {
+	if err := WriteMarkdown(&md, []*Scoreboard{back, back}, nil, nil, nil, "locus-eval report x.json"); err != nil {
 		t.Fatal(err)
 	}
 	WriteText(&txt, back)

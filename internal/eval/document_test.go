@@ -169,7 +169,7 @@ func checkValidDocument(t *testing.T, sb *Scoreboard, th *Thread) {
 	} else if err == nil && len(c.Cells) > 0 && len(c.Invalid) == 0 && !c.OK {
 		t.Fatalf("a run does not match itself: %+v", c)
 	}
-	if err := WriteMarkdown(io.Discard, []*Scoreboard{sb, sb}, nil, nil, "x"); err != nil {
+	if err := WriteMarkdown(io.Discard, []*Scoreboard{sb, sb}, nil, nil, nil, "x"); err != nil {
 		t.Fatalf("WriteMarkdown: %v", err)
 	}
 	WriteText(io.Discard, sb)

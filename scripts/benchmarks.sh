@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Prints BENCHMARKS.md from the runs recorded under benchmarks/; it measures
+# nothing. CI checks that BENCHMARKS.md is what this prints.
+#
+#   bash scripts/benchmarks.sh > BENCHMARKS.md
+#
+# The recorded runs, and the commands that made them:
+#   dev-run.json, dev-thread.json   go run ./cmd/locus-eval -json, ... thread -json (the development machine)
+#   h100-run.json, h100-scale.json  scripts/manycore.sh run (16 cores beside an H100)
+#   h100-scale-repeat.json          a second scale run there, for stability
+#   h100-gpu.json, h100-gpu-tests.log  scripts/gpu.sh run (the H100)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go run ./cmd/locus-cuda report benchmarks/h100-gpu.json >"$tmp/gpu.md"
+go run ./cmd/locus-eval report -include "$tmp/gpu.md" \
+	benchmarks/dev-run.json benchmarks/h100-run.json benchmarks/dev-thread.json benchmarks/h100-scale.json
