@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/locus-go/locus/internal/handwritten"
+	"github.com/locus-go/locus/bench/internal/handwritten"
 )
 
-// locus-handwritten runs internal/handwritten, the hand-written non-generic
+// locus-handwritten runs bench/internal/handwritten, the hand-written non-generic
 // copy of locus-mailbox's path, through the same steps as locus-mailbox: the
 // difference between the two contenders is what the generic composition
 // costs.
@@ -106,6 +106,6 @@ func (c *handwrittenPool) close() error {
 
 func init() {
 	register(Entry{Name: "locus-handwritten", Group: GroupLocus, Checked: true,
-		Doc: "hand-written non-generic copy of locus-mailbox's path (internal/handwritten: what generics cost)",
+		Doc: "hand-written non-generic copy of locus-mailbox's path (bench/internal/handwritten: what generics cost)",
 		new: func() contender { return new(handwrittenPool) }})
 }

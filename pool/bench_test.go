@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/locus-go/locus"
-	"github.com/locus-go/locus/internal/handwritten"
+	"github.com/locus-go/locus/bench/internal/handwritten"
 	"github.com/locus-go/locus/pool"
 )
 
 // BenchmarkPool compares the composed default pool with the hand-written
-// one (internal/handwritten) on the two hot paths:
+// one (bench/internal/handwritten) on the two hot paths:
 //
 //	op=allocfree: one Alloc and one Free on the owner.
 //	op=remotefree: one 16-block chunk's round trip: the owner allocates it,

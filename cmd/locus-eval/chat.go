@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/locus-go/locus/bench"
-	"github.com/locus-go/locus/internal/eval"
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 )
 
 // Bounds on the chat trace, so that a flag cannot ask for more memory than

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/locus-go/locus/internal/eval"
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 )
 
 func runCompare(args []string, stdout, stderr io.Writer) error {

@@ -3,7 +3,7 @@ package main
 import (
 	"io"
 
-	"github.com/locus-go/locus/internal/eval/frag"
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval/frag"
 )
 
 // runFrag is the frag subcommand: the fragmentation experiment of the slab-allocator material.

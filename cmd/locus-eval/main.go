@@ -26,7 +26,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/locus-go/locus/internal/eval"
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 )
 
 func main() {

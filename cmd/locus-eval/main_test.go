@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locus-go/locus/internal/eval"
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 	"github.com/locus-go/locus/internal/race"
 )
 
@@ -291,7 +291,7 @@ func TestSVGDirNotCreatedOnError(t *testing.T) {
 // invalid or the runs are not comparable.
 func TestCompareStatus(t *testing.T) {
 	dir := t.TempDir()
-	doc, err := os.ReadFile(filepath.Join("..", "..", "internal", "eval", "testdata", "scoreboard.json"))
+	doc, err := os.ReadFile(filepath.Join("internal", "eval", "testdata", "scoreboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +511,7 @@ func TestScaleQuick(t *testing.T) {
 
 // The same scoreboard given twice is refused, not rendered as two machines.
 func TestReportRefusesDuplicates(t *testing.T) {
-	doc := filepath.Join("..", "..", "internal", "eval", "testdata", "scoreboard.json")
+	doc := filepath.Join("internal", "eval", "testdata", "scoreboard.json")
 	copyPath := filepath.Join(t.TempDir(), "copy.json")
 	b, err := os.ReadFile(doc)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/locus-go/locus/internal/eval"
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 )
 
 func runReport(args []string, stdout, stderr io.Writer) error {

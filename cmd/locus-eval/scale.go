@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/locus-go/locus/internal/eval"
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 )
 
 func runScale(args []string, stdout, stderr io.Writer) error {

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/locus-go/locus/bench"
-	"github.com/locus-go/locus/internal/eval"
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 )
 
 var errHelp = flag.ErrHelp

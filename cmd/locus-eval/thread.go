@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/locus-go/locus/bench"
-	"github.com/locus-go/locus/internal/eval"
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 )
 
 func runThread(args []string, stdout, stderr io.Writer) error {

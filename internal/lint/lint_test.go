@@ -24,7 +24,7 @@ var fences = map[string][]string{
 	"github.com/prometheus/client_golang/prometheus/promhttp": {"examples"},
 	"github.com/go-zeromq/zmq4":                               {"kv/events"},
 	"github.com/tinylib/msgp/msgp":                            {"kv/events"},
-	"gonum.org/v1/plot":                                       {"internal/eval", "cmd"},
+	"gonum.org/v1/plot":                                       {"cmd"},
 	"github.com/libp2p/go-buffer-pool":                        {"bench"},
 	"github.com/bytedance/gopkg/lang/mcache":                  {"bench"},
 	"github.com/ebitengine/purego":                            {"backing/cuda"},
@@ -42,7 +42,7 @@ var heavy = []string{
 	"github.com/bytedance/",
 	"golang.org/x/term",
 	"github.com/locus-go/locus/bench",
-	"github.com/locus-go/locus/internal/eval",
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval",
 	"github.com/locus-go/locus/conformance",
 	"github.com/ebitengine/purego",
 }
@@ -66,7 +66,8 @@ var libraries = []string{
 // TestLibraryDeps keeps Prometheus, ZMQ, MessagePack, plotting and the test
 // machinery out of what an engine compiles when it imports the pool, a
 // component, kv, classes or pages: those live in metrics, kv/events, bench,
-// internal/eval and conformance, which an engine imports only by choice.
+// cmd/locus-eval/internal/eval and conformance, which an engine imports
+// only by choice.
 func TestLibraryDeps(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {

@@ -316,15 +316,16 @@ func ThisRevision() Revision {
 	return revisionOf(bi, sourceRoot())
 }
 
-// sourceRoot returns the directory this module was compiled from, two
-// levels above this file, or "" when the build does not tell it (built
-// with -trimpath) or it no longer holds a go.mod.
+// sourceRoot returns the directory this module was compiled from, four
+// levels above this file (cmd/locus-eval/internal/eval), or "" when the
+// build does not tell it (built with -trimpath) or it no longer holds a
+// go.mod.
 func sourceRoot() string {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok || !filepath.IsAbs(file) {
 		return ""
 	}
-	root := filepath.Dir(filepath.Dir(filepath.Dir(file)))
+	root := filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		return ""
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locus-go/locus/internal/eval/frag"
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval/frag"
 	"github.com/locus-go/locus/pool"
 )
 

@@ -186,7 +186,7 @@ func checkValidDocument(t *testing.T, sb *Scoreboard, th *Thread) {
 // minimizer a bound, or it spends the whole run shrinking the first new
 // input:
 //
-//	go test -run '^$' -fuzz '^FuzzParseDocument$' -fuzztime 10s -fuzzminimizetime 10x ./internal/eval
+//	go test -run '^$' -fuzz '^FuzzParseDocument$' -fuzztime 10s -fuzzminimizetime 10x ./cmd/locus-eval/internal/eval
 func FuzzParseDocument(f *testing.F) {
 	for _, path := range realDocuments {
 		b, err := os.ReadFile(path)
