@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/locus-go/locus/backing/heap"
+	"github.com/locus-go/locus/internal/nocopy"
 	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/policy/lifo"
@@ -57,7 +58,7 @@ type DefaultPool = Pool[*heap.Backing, *mailbox.Transport, lifo.Policy]
 // The zero Pool is not usable (its calls fail with pool.ErrClosed); build
 // one with New or Default. A Pool must not be copied.
 type Pool[B pool.Backing, T pool.Transport, P pool.ReusePolicy] struct {
-	_   noCopy
+	_   nocopy.NoCopy
 	cls []class[B, T, P] // ascending sizes
 
 	rejected       uint64        // handles naming no class, refused by the owner
@@ -468,9 +469,3 @@ func (c *Pool[B, T, P]) usable() error {
 	}
 	return nil
 }
-
-// noCopy lets go vet's copylocks check flag copies of a Pool.
-type noCopy struct{}
-
-func (*noCopy) Lock()   {}
-func (*noCopy) Unlock() {}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/nocopy"
 	"github.com/locus-go/locus/internal/owner"
 	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/internal/sysmem"
@@ -67,7 +68,7 @@ type BlockPool interface {
 // The zero Manager is not usable (its calls fail with pool.ErrClosed);
 // make one with New. A Manager must not be copied.
 type Manager struct {
-	_   noCopy
+	_   nocopy.NoCopy
 	id  uint32
 	p   BlockPool
 	cfg config
@@ -1101,12 +1102,6 @@ var pools owner.Registry
 // metadata and a prefix-cache index entry), for refusing pools whose
 // manager could not fit in memory.
 const metaBytesPerBlock = 256
-
-// noCopy lets go vet's copylocks check flag copies of a Manager.
-type noCopy struct{}
-
-func (*noCopy) Lock()   {}
-func (*noCopy) Unlock() {}
 
 // expiry returns the UnixNano at which a priority set at now for d decays,
 // saturating at the largest time an int64 holds: a duration that reaches past

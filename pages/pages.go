@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/nocopy"
 	"github.com/locus-go/locus/internal/sysmem"
 	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pool"
@@ -73,7 +74,7 @@ type level struct {
 // The zero Pool is not usable (its calls fail with pool.ErrClosed); build
 // one with New. A Pool must not be copied.
 type Pool struct {
-	_        noCopy
+	_        nocopy.NoCopy
 	id       uint32 // 0 in a zero Pool, which is never usable
 	closed   bool
 	evicting bool // an EvictFunc is running
@@ -724,9 +725,3 @@ func (p *Pool) reclaim() {
 		}
 	}
 }
-
-// noCopy lets go vet's copylocks check flag copies of a Pool.
-type noCopy struct{}
-
-func (*noCopy) Lock()   {}
-func (*noCopy) Unlock() {}

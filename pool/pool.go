@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/nocopy"
 	"github.com/locus-go/locus/internal/owner"
 	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/internal/sysmem"
@@ -39,7 +40,7 @@ const MaxBlocks = 1 << 30
 // The zero Pool and a nil *Pool are not usable (their calls fail with an
 // error matching ErrClosed); build one with New. A Pool must not be copied.
 type Pool[B Backing, T Transport, P ReusePolicy] struct {
-	_ noCopy
+	_ nocopy.NoCopy
 	c core
 	b B
 	t T
@@ -674,9 +675,3 @@ func (c *core) report() error {
 	c.rejN, c.rejFirst, c.rejErr = 0, Handle{}, nil
 	return err
 }
-
-// noCopy lets go vet's copylocks check flag copies of a Pool.
-type noCopy struct{}
-
-func (*noCopy) Lock()   {}
-func (*noCopy) Unlock() {}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/locus-go/locus/internal/invariants"
+	"github.com/locus-go/locus/internal/nocopy"
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/mailbox"
 )
@@ -23,7 +24,7 @@ import (
 // stage a disk hit through the host tier. Do not use it for blocks the hot
 // pool serves: kv does that.
 type Manager struct {
-	_ noCopy
+	_ nocopy.NoCopy
 
 	id     uint32
 	st     Storage
@@ -684,9 +685,3 @@ func (m *Manager) debugCheck() {
 		m.invErr = m.check()
 	}
 }
-
-// noCopy makes go vet's copylocks check flag copies.
-type noCopy struct{}
-
-func (*noCopy) Lock()   {}
-func (*noCopy) Unlock() {}

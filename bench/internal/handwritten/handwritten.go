@@ -6,7 +6,7 @@
 // type parameters and no interfaces, so every call is direct and the
 // mailbox's drain frees straight into the ring.
 //
-// pool's BenchmarkPool and the bench contender locus-handwritten run it
+// bench's BenchmarkPool and the contender locus-handwritten run it
 // beside the composed pool; keep it the same path as the real one.
 package handwritten
 

@@ -1,4 +1,4 @@
-package pool_test
+package bench_test
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 //	  batch, after the workers are done, as it would once per step. ns/op
 //	  is per chunk; ns/handle divides by 16.
 //
-// Compare with: go test -run '^$' -bench BenchmarkPool -count 10 ./pool | benchstat -col /impl -
+// Compare with: go test -run '^$' -bench BenchmarkPool -count 10 ./bench | benchstat -col /impl -
 func BenchmarkPool(b *testing.B) {
 	b.Run("op=allocfree/impl=default", func(b *testing.B) {
 		p := newDefault(b, 1024)
