@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/locus-go/locus/internal/ids"
 	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/internal/nocopy"
 	"github.com/locus-go/locus/internal/owner"
@@ -154,7 +155,8 @@ func (s *seq) parent() Hash {
 	return s.hashes[len(s.hashes)-1]
 }
 
-var lastManagerID atomic.Uint32
+// managerIDs numbers the managers, so that a sequence id names its manager.
+var managerIDs ids.Source
 
 var errZeroManager = fmt.Errorf("%w: zero kv.Manager; make it with kv.New", pool.ErrClosed)
 
@@ -200,9 +202,7 @@ func New(p BlockPool, opts ...Option) (*Manager, error) {
 			return nil, fmt.Errorf("kv: %w: the pool is %v by another open manager", pool.ErrInvalidConfig, err)
 		}
 	}
-	for m.id == 0 {
-		m.id = lastManagerID.Add(1)
-	}
+	m.id = managerIDs.Next()
 	m.blocks = make([]blockMeta, n)
 	for i := range m.blocks {
 		m.blocks[i] = blockMeta{prev: -1, next: -1, heap: -1, prio: DefaultPriority}

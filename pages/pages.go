@@ -5,8 +5,8 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"sync/atomic"
 
+	"github.com/locus-go/locus/internal/ids"
 	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/internal/nocopy"
 	"github.com/locus-go/locus/internal/sysmem"
@@ -99,15 +99,8 @@ type Pool struct {
 	pub   Stats
 }
 
-var lastID atomic.Uint32
-
-func nextID() uint32 {
-	for {
-		if id := lastID.Add(1); id != 0 {
-			return id
-		}
-	}
-}
+// poolIDs numbers the pools, so that a run names its pool.
+var poolIDs ids.Source
 
 // New builds a Pool over the region of b, cut into pages of pageSize bytes.
 // The backing must hold the whole region as one block, whose length is a
@@ -149,7 +142,7 @@ func New(b pool.Backing, pageSize int, opts ...Option) (*Pool, error) {
 		}
 	}
 
-	p := &Pool{id: nextID(), fit: cfg.fit, pageSize: pageSize, region: region, b: b, onEvict: cfg.onEvict}
+	p := &Pool{id: poolIDs.Next(), fit: cfg.fit, pageSize: pageSize, region: region, b: b, onEvict: cfg.onEvict}
 	if err := p.setKinds(cfg); err != nil {
 		return nil, err
 	}

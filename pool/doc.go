@@ -35,8 +35,8 @@
 // check a generation, push it back) is concrete code here, inlined into
 // Alloc, AllocBytes, AllocChunk, Free, FreeChunk, Bytes and the drain, and
 // the handle check indexes without a bounds check (TestCompilerDecisions
-// pins both). bench.BenchmarkPool compares the composed pool with a hand-written,
-// non-generic one.
+// pins both). The bench package's BenchmarkPool compares the composed
+// pool with a hand-written, non-generic one.
 // Package conformance checks a component, or a whole pool, against these
 // contracts.
 //

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync/atomic"
 
+	"github.com/locus-go/locus/internal/ids"
 	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/internal/nocopy"
 	"github.com/locus-go/locus/internal/owner"
@@ -82,19 +82,9 @@ type core struct {
 	pub snapshot.Cell[Stats]
 }
 
-var lastPoolID atomic.Uint32
-
-// nextPoolID returns a fresh pool id. Ids are 32 bits: a process would have
-// to create 2^32 pools before an id repeats and a handle of a long-closed
-// pool could pass the foreign check of a new one (its generation check
-// would still have to match).
-func nextPoolID() uint32 {
-	for {
-		if id := lastPoolID.Add(1); id != 0 {
-			return id
-		}
-	}
-}
+// poolIDs numbers the pools, so that a handle names its pool (ids.Source
+// says when one could repeat).
+var poolIDs ids.Source
 
 // errZeroPool and errNilPool are what every call of a zero Pool and of a
 // nil *Pool returns.
@@ -166,7 +156,7 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 		return nil, err
 	}
 	c := &pl.c
-	c.id = nextPoolID()
+	c.id = poolIDs.Next()
 	c.fifo = order == FIFO
 	c.size = size
 	c.blocks = blocks

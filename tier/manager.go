@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/locus-go/locus/internal/ids"
 	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/internal/nocopy"
 	"github.com/locus-go/locus/pool"
@@ -155,7 +156,8 @@ type Done struct {
 	Err error
 }
 
-var managerIDs atomic.Uint32
+// managerIDs numbers the managers, so that a job names its manager.
+var managerIDs ids.Source
 
 // New builds a Manager over st, with the blocks st recovered from an
 // earlier run already loadable. It starts the copy workers. It fails with
@@ -178,14 +180,11 @@ func New(st Storage, opts ...Option) (*Manager, error) {
 		return nil, fmt.Errorf("%w: tier: eviction constructor returned nil", errConfig)
 	}
 	m := &Manager{
-		id: managerIDs.Add(1), st: st, medium: st.Medium(), bs: bs,
+		id: managerIDs.Next(), st: st, medium: st.Medium(), bs: bs,
 		slots: make([]slot, n), free: make([]int32, 0, n), index: make(map[Key]int32, n),
 		ev: ev, adm: cfg.adm, maxJobs: cfg.maxJobs, nextGen: 1,
 		mark: make([]uint32, n), seen: make(map[Key]struct{}),
 		tasks: make(chan task, cfg.maxJobs), tr: mailbox.New(), guards: make([]atomic.Int32, n),
-	}
-	if m.id == 0 { // wrapped around: 0 is the zero Job's
-		m.id = managerIDs.Add(1)
 	}
 	if cfg.adm.MinLookups > 1 {
 		m.tracked = make(map[Key]uint32)

@@ -66,7 +66,7 @@ type copySlot struct {
 // NewCopier creates a copier with a non-blocking stream on d. It uses the
 // Batched path where the driver has it and Coalesced otherwise.
 func (d *Device) NewCopier() (*Copier, error) {
-	c := &Copier{d: d, path: Coalesced, jobs: jobs{id: nextCopierID()}}
+	c := &Copier{d: d, path: Coalesced, jobs: jobs{id: copierIDs.Next()}}
 	if d.HasBatchCopy() {
 		c.path = Batched
 	}

@@ -265,7 +265,7 @@ func TestValidation(t *testing.T) {
 	if _, err := d.Register(span0{}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Register(empty) = %v", err)
 	}
-	c := &Copier{d: d, jobs: jobs{id: nextCopierID()}, path: Coalesced}
+	c := &Copier{d: d, jobs: jobs{id: copierIDs.Next()}, path: Coalesced}
 	if err := c.SetPath(Batched); !errors.Is(err, ErrDriverTooOld) {
 		t.Errorf("SetPath(Batched) on 12.4 = %v, want ErrDriverTooOld", err)
 	}

@@ -2,7 +2,8 @@ package cuda
 
 import (
 	"fmt"
-	"sync/atomic"
+
+	"github.com/locus-go/locus/internal/ids"
 )
 
 // Job names one submitted batch of a Copier. The zero Job is never valid.
@@ -20,15 +21,8 @@ func (j Job) String() string {
 	return fmt.Sprintf("copier%d/job%d@%d", j.copier, j.slot, j.gen)
 }
 
-var lastCopierID atomic.Uint32
-
-func nextCopierID() uint32 {
-	for {
-		if id := lastCopierID.Add(1); id != 0 {
-			return id
-		}
-	}
-}
+// copierIDs numbers the copiers, so that a job names its copier.
+var copierIDs ids.Source
 
 // jobs hands out generation-checked job ids and keeps the pending ones in
 // submission order. Its slots are reused; a slot's generation is bumped when
