@@ -1,6 +1,8 @@
 package classes
 
 import (
+	"golang.org/x/sys/cpu"
+
 	"errors"
 	"sync/atomic"
 
@@ -22,12 +24,16 @@ import (
 // The zero Sender and a nil *Sender are not usable (their calls return
 // pool.ErrClosed); make one with Pool.NewSender.
 type Sender struct {
+	// Each worker writes its own Sender on every call (parts, one): the
+	// pads keep two workers' senders off one cache line.
+	_        cpu.CacheLinePad
 	per      []*pool.Sender
 	parts    [][]pool.Handle // the chunk being split, one part per class
 	rejected *atomic.Uint64  // the allocator's count of handles naming no class
 	closed   *atomic.Bool    // the allocator's: closed
 	one      [1]Handle
 	retired  bool
+	_        cpu.CacheLinePad
 }
 
 // FreeChunk frees the blocks of chunk: it splits the chunk by class and

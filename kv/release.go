@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"golang.org/x/sys/cpu"
+
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
@@ -71,10 +73,14 @@ func seqOf(h pool.Handle) SeqID {
 // use it. The zero Releaser is not usable (its calls return pool.ErrClosed);
 // make one with Manager.NewReleaser.
 type Releaser struct {
+	// Each worker writes its own Releaser on every call (one, retired):
+	// the pads keep two workers' releasers off one cache line.
+	_       cpu.CacheLinePad
 	prod    pool.Producer
 	closed  *atomic.Bool // the manager's
 	retired bool
 	one     [1]pool.Handle
+	_       cpu.CacheLinePad
 }
 
 // Release hands the sequence id to the owner, one push that never waits. It
