@@ -483,9 +483,11 @@ func (p *Pool) publish(st Stats) {
 
 // valid reports whether r names a live run of this Pool: its first page's
 // generation matches and is odd (an even one is a free run's or a run
-// boundary's, never a live run's).
+// boundary's, never a live run's). The range test is written on uint, as
+// pool's handle check is, so that the compiler drops the bounds check of
+// meta[r.first] (TestNoBoundsCheckInValid pins it).
 func (p *Pool) valid(r Run) bool {
-	return r.pool == p.id && r.first < uint32(len(p.meta)) && p.meta[r.first].gen == r.gen && r.gen&1 == 1
+	return r.pool == p.id && uint(r.first) < uint(len(p.meta)) && p.meta[r.first].gen == r.gen && r.gen&1 == 1
 }
 
 // lookup returns the record of a live run's first page, or why r is
