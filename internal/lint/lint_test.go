@@ -61,6 +61,7 @@ var libraries = []string{
 	"github.com/locus-go/locus/classes",
 	"github.com/locus-go/locus/pages",
 	"github.com/locus-go/locus/tier/...",
+	"github.com/locus-go/locus/adapters",
 }
 
 // TestLibraryDeps keeps Prometheus, ZMQ, MessagePack, plotting and the test

@@ -1,0 +1,88 @@
+// Package adapters keeps LoRA adapters in three residency tiers over one
+// paged pool shared with the KV cache (S-LoRA's unified paging, ADR-006):
+//
+//   - hot: a contiguous run of a pages.Pool, of a content type the Manager
+//     owns, next to the KV runs in the same region; ready for the kernels.
+//   - warm: a copy in a host-memory region (WithWarm), exact, or int8 with
+//     absmax scales (WithQuantization), dequantized on promotion: about
+//     half the bytes stored and moved. No engine in the field keeps one.
+//   - cold: the adapter's Loader (a file, an io.ReaderAt, a callback).
+//
+// # Use
+//
+//	m, err := adapters.New(hot, adapterContent, adapters.WithHotBudget(8, 0), adapters.WithWarm(1<<30, 64, 0))
+//	err = m.Register("sql-lora", loader)
+//	h, err := m.Acquire("sql-lora") // hot and pinned while h is held
+//	w, err := m.Bytes(h)           // the weights: one contiguous run
+//	err = m.Release(h)             // or a worker's Releaser.Release(h)
+//	done, err := m.Drain(nil)      // once per step: releases, prefetch completions
+//	err = m.Tick()                 // once per step: pins, idle demotion, compression, promotion
+//
+// A Batcher forms batches of requests that mix adapters (at most
+// MaxAdapters per batch, SGLang's default 8), preferring hot adapters and
+// prefetching the next ones.
+//
+// When to use it: an engine that serves many adapters from one GPU pool
+// and wants adapter weights and KV blocks to trade pages. When not: a
+// fixed set of adapters that always fits (load them once into their own
+// run), or adapters the kernels read from non-contiguous pages (use
+// package pages directly, one run per layer).
+//
+// # Rules
+//
+// Acquire makes an adapter hot (from warm, else cold) and returns a
+// Handle; the adapter stays hot, holding one pin in the pages pool, until
+// every handle on it is released. Pin(id, ttl) keeps it hot for at most
+// the maximum pin duration (WithMaxPin). Neither the Manager nor the pages
+// pool ever demotes or evicts a held, pinned or loading adapter.
+//
+// Budgets: the hot tier holds at most the slot and byte budgets
+// (WithHotBudget, vLLM's max_loras), the warm tier at most its region and
+// slot budget (max_cpu_loras). A load that would exceed a budget, or does
+// not fit in the pages pool, demotes hot adapters in rank order (the
+// Policy: Window by default, LRU, FIFO or SizeAware) until it fits; if
+// none may be demoted it fails with ErrNoRoom. A demoted adapter keeps a
+// warm copy if one can be made without dropping a warm copy that ranks
+// above it, and goes cold otherwise.
+//
+// Promotion window: an adapter acquired at least 10 times within 60 s
+// (WithPromotion) is hot-worthy: it ranks above every adapter that is
+// not, Tick never demotes it for idleness and prefetches it back if it
+// left the hot tier. Adapters that are not hot-worthy and have been idle
+// for the idle threshold are demoted by Tick, giving their pages back to
+// the KV cache. Warm copies idle past the compression threshold are
+// quantized by Tick.
+//
+// Sharing the region: when the adapter content type is evictable, the
+// pages pool may evict adapters that are neither held nor pinned to place
+// KV runs of a priority at least theirs; the pool's EvictFunc must then
+// forward to Manager.Evicted, which saves a warm copy while the run is
+// still readable.
+//
+// # Ownership and concurrency
+//
+// A Manager is owned by the goroutine that owns its pages pool. Workers
+// release handles through Releasers (one per worker, padded against false
+// sharing), which push onto a chunk mailbox (transport/mailbox) that Drain
+// takes in one swap per worker. Prefetch copies run on worker goroutines
+// and report through a second mailbox. Happens-before: the owner's writes
+// to a prefetch task happen before the worker reads it (channel send);
+// the worker's copy into the hot run happens before its mailbox Send,
+// which happens before the Drain that applies it; a Releaser's Release
+// happens before the Drain that applies it. While a prefetch is in flight
+// its run is pinned and has no handle, and the warm copy it reads cannot
+// be dropped or compressed (a busy count), so no byte is read while it is
+// written.
+//
+// # Accounting
+//
+// Stats counts every tier exactly and Check verifies it against a recount
+// and against the pages pools' own counts; builds with -race or -tags
+// locus_invariants run Check after every call.
+//
+// # Errors
+//
+// Bad input never panics: unknown ids, stale or doubled handles, loaders
+// that fail, panic or deliver the wrong size, and budgets smaller than an
+// adapter are errors (see the Err variables), and leave nothing leaked.
+package adapters

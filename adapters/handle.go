@@ -1,0 +1,62 @@
+package adapters
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/locus-go/locus/pool"
+)
+
+// Handle is one holder's claim on a hot adapter, returned by Acquire: the
+// Manager, the lease's slot and the slot's generation. Every Acquire gets
+// a lease of its own, so two holders of one adapter hold two handles, and
+// releasing one handle twice is told apart from two holders releasing
+// once: the second release finds the generation moved on and is rejected
+// with ErrInvalidHandle, never dropping a reference another holder owns.
+//
+// The zero Handle is never valid. Handles are comparable and may be copied
+// and sent to other goroutines (to release them through a Releaser).
+type Handle struct {
+	gen uint64 // odd while the lease is live
+	idx uint32
+	mgr uint32
+}
+
+// IsZero reports whether h is the zero Handle.
+func (h Handle) IsZero() bool { return h == Handle{} }
+
+// String formats the handle for debugging, as adapters<manager>/lease<slot>@<generation>.
+func (h Handle) String() string {
+	if h.IsZero() {
+		return "adapters.Handle{}"
+	}
+	return fmt.Sprintf("adapters%d/lease%d@%d", h.mgr, h.idx, h.gen)
+}
+
+// handle encodes h as a pool.Handle, so the release mailbox (which carries
+// handles) can carry it; it never reaches a pool.
+func (h Handle) handle() pool.Handle {
+	return encode(h.gen, h.idx, h.mgr)
+}
+
+func encode(a uint64, b, c uint32) pool.Handle {
+	var buf [pool.HandleSize]byte
+	binary.LittleEndian.PutUint64(buf[:], a)
+	binary.LittleEndian.PutUint32(buf[8:], b)
+	binary.LittleEndian.PutUint32(buf[12:], c)
+	var h pool.Handle
+	_ = h.UnmarshalBinary(buf[:]) // cannot fail: the length is right
+	return h
+}
+
+func decode(h pool.Handle) (uint64, uint32, uint32) {
+	var buf [pool.HandleSize]byte
+	raw, _ := h.AppendBinary(buf[:0])
+	return binary.LittleEndian.Uint64(raw), binary.LittleEndian.Uint32(raw[8:]), binary.LittleEndian.Uint32(raw[12:])
+}
+
+// lease is one Acquire's claim.
+type lease struct {
+	gen     uint64 // odd while live
+	adapter uint32
+}

@@ -1,0 +1,179 @@
+package adapters
+
+import (
+	"math"
+	"time"
+
+	"github.com/locus-go/locus/pool"
+)
+
+// task is one Prefetch handed to a copy worker. The owner fills it before
+// the channel send and does not touch it again until the Drain that takes
+// its completion; the worker writes dst and err before the mailbox Send.
+// So the channel orders the owner's writes before the worker's reads, and
+// the mailbox (Send's CAS, Drain's Swap) the worker's writes before the
+// owner's reads.
+type task struct {
+	seq    uint64
+	idx    uint32
+	dst    []byte // the adapter's hot run: pinned, and no handle exists while it loads
+	src    []byte // the warm copy (nil: read the loader): warmBusy keeps it
+	quant  bool
+	q      Quant
+	loader Loader
+	err    error
+}
+
+// Done reports one finished Prefetch, returned by Drain.
+type Done struct {
+	ID  string
+	Err error // nil: the adapter is hot
+}
+
+// Prefetch starts loading adapter id into the hot tier on a copy worker,
+// demoting as Acquire does to make room, and returns at once; the
+// completion comes back through a chunk mailbox (transport/mailbox, the
+// pool's remote-free path) and is applied by the owner's next Drain after
+// it, which reports it in a Done. Meanwhile the adapter is Loading:
+// Acquire returns ErrLoading, and the run cannot be evicted. A Prefetch of
+// an adapter that is hot or loading does nothing.
+//
+// It fails as Acquire does, and with ErrBusy when the prefetches in flight
+// reached the limit (WithWorkers).
+func (m *Manager) Prefetch(id string) error {
+	if !m.ok() {
+		return errClosed
+	}
+	idx, ok := m.byID[id]
+	if !ok {
+		return ErrUnknown
+	}
+	now := m.now()
+	m.expirePins(now)
+	err := m.prefetch(idx, now, noLimit)
+	m.debugCheck()
+	return err
+}
+
+func (m *Manager) prefetch(idx uint32, now int64, limit float64) error {
+	a := &m.ads[idx]
+	if !a.run.IsZero() {
+		return nil
+	}
+	if m.inflight >= m.cfg.inflight {
+		return ErrBusy
+	}
+	r, err := m.allocHot(idx, now, limit)
+	if err != nil {
+		return err
+	}
+	a = &m.ads[idx]
+	buf, err := m.hot.Bytes(r)
+	if err != nil {
+		_ = m.hot.Free(r)
+		return err
+	}
+	m.seq++
+	t := &task{seq: m.seq, idx: idx, dst: buf[:a.size], loader: a.loader}
+	if !a.warm.IsZero() {
+		wb, _ := m.warm.Bytes(a.warm)
+		t.src, t.quant, t.q = wb[:a.warmLen], a.warmQ, m.cfg.quant
+		a.warmBusy++
+	}
+	m.setHot(idx, r, now)
+	m.c.promotions-- // counted when the load completes
+	a.task = t
+	m.inflight++
+	m.c.prefetches++
+	m.tasks <- t // never blocks: at most inflight tasks, the channel's capacity
+	return nil
+}
+
+// worker runs prefetch copies until the task channel closes, reporting
+// each on its own mailbox producer (used by this goroutine only).
+func (m *Manager) worker(p pool.Producer) {
+	defer m.wg.Done()
+	defer func() { _ = p.Close() }()
+	var out [1]pool.Handle
+	for t := range m.tasks {
+		switch {
+		case t.src != nil && t.quant:
+			t.err = t.q.Decode(t.dst, t.src)
+		case t.src != nil:
+			copy(t.dst, t.src)
+		default:
+			t.err = load(t.loader, t.dst)
+		}
+		out[0] = encode(t.seq, t.idx, 0)
+		_ = p.Send(out[:]) // fails only once Close has stopped the workers
+	}
+}
+
+// Drain applies what other goroutines sent since the last Drain: the
+// releases of every Releaser, and the completions of Prefetch copies, one
+// Done per finished prefetch appended to dst. It never waits. Call it once
+// per scheduling step. Its error is the first rejected release, if any
+// (each is counted in Stats.RejectedReleases and changed nothing).
+func (m *Manager) Drain(dst []Done) ([]Done, error) {
+	if !m.ok() {
+		return dst, errClosed
+	}
+	m.out, m.drainE = dst, nil
+	m.rel.Drain(m.relSink)
+	m.done.Drain(m.doneSink)
+	dst, m.out = m.out, nil
+	err := m.drainE
+	m.drainE = nil
+	m.debugCheck()
+	return dst, err
+}
+
+// applyReleases is the release mailbox's sink.
+func (m *Manager) applyReleases(chunk []pool.Handle) {
+	for _, ph := range chunk {
+		gen, idx, mgr := decode(ph)
+		m.c.remoteReleases++
+		if err := m.release(Handle{gen: gen, idx: idx, mgr: mgr}); err != nil && m.drainE == nil {
+			m.drainE = err
+		}
+	}
+}
+
+// complete is the completion mailbox's sink.
+func (m *Manager) complete(chunk []pool.Handle) {
+	now := m.now()
+	for _, ph := range chunk {
+		seq, idx, _ := decode(ph)
+		if int(idx) >= len(m.ads) || m.ads[idx].task == nil || m.ads[idx].task.seq != seq {
+			m.c.invalid++ // cannot happen: workers report only tasks they were given
+			continue
+		}
+		a := &m.ads[idx]
+		t := a.task
+		a.task = nil
+		m.inflight--
+		if t.src != nil {
+			a.warmBusy--
+		}
+		if t.err != nil {
+			m.dropHot(a, true)
+			m.c.loadErrors++
+			m.out = append(m.out, Done{ID: a.id, Err: t.err})
+			continue
+		}
+		if t.src != nil {
+			m.c.warmLoads++
+			m.c.bytesMoved += uint64(len(t.src))
+		} else {
+			m.c.coldLoads++
+			m.c.bytesMoved += uint64(a.size)
+		}
+		a.loaded = now
+		m.c.promotions++
+		m.syncPin(a)
+		m.out = append(m.out, Done{ID: a.id})
+	}
+}
+
+// durOf converts nanoseconds since the epoch to a Duration.
+func durOf(ns int64) time.Duration { return time.Duration(min(ns, math.MaxInt64)) }
