@@ -37,6 +37,14 @@ const MaxBlocks = 1 << 30
 // (see ErrInvalidHandle) and changes nothing but the Rejected count. A block is
 // never handed out twice while it is live.
 //
+// Use a Pool for many blocks of one size that one goroutine hands out and
+// many goroutines give back, where a stale or double free must be an error
+// rather than corruption: KV-cache blocks, I/O buffers of a fixed size.
+// Do not use it for objects of many sizes (classes, pages), for blocks
+// shared between sequences (kv counts references over a Pool), or when
+// every goroutine allocates as much as it frees and a stale handle cannot
+// happen: sync.Pool is simpler there.
+//
 // The zero Pool and a nil *Pool are not usable (their calls fail with an
 // error matching ErrClosed); build one with New. A Pool must not be copied.
 type Pool[B Backing, T Transport, P ReusePolicy] struct {
