@@ -198,6 +198,26 @@ func (c *mailboxPool) alloc(lists []int32, n int) error {
 	return nil
 }
 
+// allocLists is the allocation loop of the composed contenders other than
+// locus-mailbox: it calls the same compiled AllocBytes as a concrete loop
+// would (a pool method is compiled once per shape), so only locus-mailbox,
+// the baseline, and the hand-written reference keep loops of their own.
+func allocLists[B pool.Backing, T pool.Transport, P pool.ReusePolicy](c *locusBase, p *pool.Pool[B, T, P], lists []int32, n int) error {
+	for _, l := range lists {
+		list := c.lists[l]
+		for range n {
+			h, b, err := p.AllocBytes()
+			if err != nil {
+				return err
+			}
+			c.touch(b)
+			list = append(list, h)
+		}
+		c.lists[l] = list
+	}
+	return nil
+}
+
 // allocChunkPool is locus-allocchunk (design thread 0356): the default pool
 // with every multi-block allocation (a prefill) served by one AllocChunk and
 // the touch written through the validated Bytes.
@@ -245,21 +265,7 @@ func (c *fifoPool) open(plan *Plan, touch TouchMode) error {
 	return c.openBase(viewOf(c.p), plan, touch)
 }
 
-func (c *fifoPool) alloc(lists []int32, n int) error {
-	for _, l := range lists {
-		list := c.lists[l]
-		for range n {
-			h, b, err := c.p.AllocBytes()
-			if err != nil {
-				return err
-			}
-			c.touch(b)
-			list = append(list, h)
-		}
-		c.lists[l] = list
-	}
-	return nil
-}
+func (c *fifoPool) alloc(lists []int32, n int) error { return allocLists(&c.locusBase, c.p, lists, n) }
 
 // mmapPool is locus-mmap: one anonymous mapping (not pre-faulted: pages
 // fault in during the untimed warm-up), mailboxes, LIFO.
@@ -279,21 +285,7 @@ func (c *mmapPool) open(plan *Plan, touch TouchMode) error {
 	return c.openBase(viewOf(c.p), plan, touch)
 }
 
-func (c *mmapPool) alloc(lists []int32, n int) error {
-	for _, l := range lists {
-		list := c.lists[l]
-		for range n {
-			h, b, err := c.p.AllocBytes()
-			if err != nil {
-				return err
-			}
-			c.touch(b)
-			list = append(list, h)
-		}
-		c.lists[l] = list
-	}
-	return nil
-}
+func (c *mmapPool) alloc(lists []int32, n int) error { return allocLists(&c.locusBase, c.p, lists, n) }
 
 // sharedPool is locus-shared: heap blocks, one bounded per-handle queue for
 // every worker, LIFO.
@@ -320,19 +312,7 @@ func (c *sharedPool) open(plan *Plan, touch TouchMode) error {
 }
 
 func (c *sharedPool) alloc(lists []int32, n int) error {
-	for _, l := range lists {
-		list := c.lists[l]
-		for range n {
-			h, b, err := c.p.AllocBytes()
-			if err != nil {
-				return err
-			}
-			c.touch(b)
-			list = append(list, h)
-		}
-		c.lists[l] = list
-	}
-	return nil
+	return allocLists(&c.locusBase, c.p, lists, n)
 }
 
 // shardedPool is locus-sharded and locus-sharded-chunk: heap blocks, one
@@ -361,19 +341,7 @@ func (c *shardedPool) open(plan *Plan, touch TouchMode) error {
 }
 
 func (c *shardedPool) alloc(lists []int32, n int) error {
-	for _, l := range lists {
-		list := c.lists[l]
-		for range n {
-			h, b, err := c.p.AllocBytes()
-			if err != nil {
-				return err
-			}
-			c.touch(b)
-			list = append(list, h)
-		}
-		c.lists[l] = list
-	}
-	return nil
+	return allocLists(&c.locusBase, c.p, lists, n)
 }
 
 func checkSharded(t *sharded.Transport) error {
