@@ -23,6 +23,9 @@ func Example() {
 	defer p.Close()
 	h, buf, _ := p.AllocBytes()
 	copy(buf, "kv")
-	fmt.Println(len(buf), string(buf[:2]), p.Free(h))
-	// Output: 4096 kv <nil>
+	fmt.Println(len(buf), string(buf[:2]))
+	fmt.Println(p.Free(h)) // buf must not be used after this
+	// Output:
+	// 4096 kv
+	// <nil>
 }
