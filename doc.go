@@ -2,12 +2,12 @@
 // KV-cache blocks of a CPU LLM serving engine, say, allocated by one owner
 // goroutine and freed a whole request at a time by worker goroutines.
 //
-// The design comes from the LOCUS research record: every worker frees a
-// finished request's blocks with one atomic push into its own chunk mailbox,
-// and the owner takes everything back with one swap per worker, once per
-// scheduling step, off the allocation path. Handles carry a generation, so a
-// stale or double-freed handle is rejected with an error instead of aliasing
-// live memory, and every pool accounts its blocks exactly.
+// Every worker frees a finished request's blocks with one atomic push into
+// its own chunk mailbox, and the owner takes everything back with one swap
+// per worker, once per scheduling step, off the allocation path. Handles
+// carry a generation, so a stale or double-freed handle is rejected with an
+// error instead of aliasing live memory, and every pool accounts its blocks
+// exactly.
 //
 // # Choosing a preset
 //
@@ -31,8 +31,8 @@
 //     the system offers them and Go heap memory where it does not.
 //   - transport/mailbox: per-producer lock-free chunk mailboxes (the
 //     default). transport/sharded and transport/shared: bounded queues,
-//     per producer or shared, for bounding memory in flight or replaying the
-//     record's alternatives.
+//     per producer or shared, for bounding memory in flight and pushing
+//     back on workers.
 //   - policy/lifo: hand out the most recently freed block (the default,
 //     cache-warm). policy/fifo: the one free longest.
 //

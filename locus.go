@@ -11,7 +11,8 @@ import (
 
 // Defaults of Default.
 const (
-	// DefaultBlockSize is 4 KiB, the KV-cache block of the LOCUS record.
+	// DefaultBlockSize is 4 KiB, the base page size of most systems. Set
+	// your KV-cache block's size with WithBlockSize.
 	DefaultBlockSize = 4096
 	// DefaultBlocks is 1024 blocks: 4 MiB at the default block size.
 	DefaultBlocks = 1024

@@ -21,10 +21,10 @@ type ChunkFreer interface {
 	FreeChunk(chunk []pool.Handle) error
 }
 
-// Table is one sequence's block table (the record's KvBlockTable): the blocks
-// that hold its tokens, tokensPerBlock tokens to a block. Appending tokens
-// allocates exactly the blocks the new length needs, all or nothing; Release
-// returns every block as one chunk.
+// Table is one sequence's block table: the blocks that hold its tokens,
+// tokensPerBlock tokens to a block. Appending tokens allocates exactly the
+// blocks the new length needs, all or nothing; Release returns every block
+// as one chunk.
 //
 // A Table shares nothing: use it for an engine without prefix caching, where
 // every request owns its blocks. Sequences that share blocks (a common

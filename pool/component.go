@@ -84,11 +84,12 @@ type Order uint8
 // The reuse orders a pool implements.
 const (
 	// LIFO hands out the most recently freed block first: its memory is the
-	// most likely to still be in cache (design thread 0358). A fresh pool
-	// hands out blocks 0, 1, 2, ...
+	// most likely to still be in cache. A fresh pool hands out blocks 0, 1,
+	// 2, ...
 	LIFO Order = iota + 1
-	// FIFO hands out the block that has been free longest. A fresh pool
-	// hands out blocks n-1, n-2, ... as in the record.
+	// FIFO hands out the block that has been free longest, spreading reuse
+	// over every block at the cost of cache warmth. A fresh pool hands out
+	// blocks n-1, n-2, ...
 	FIFO
 )
 

@@ -170,8 +170,8 @@ func New[B Backing, T Transport, P ReusePolicy](b B, t T, p P) (*Pool[B, T, P], 
 	c.blocks = blocks
 	c.gens = make([]uint64, n)
 	c.free = newRing(n)
-	// The record's initial layout: [n-1, ..., 1, 0] from front to back, so
-	// LIFO hands out 0, 1, 2, ... and FIFO n-1, n-2, ...
+	// The initial layout: [n-1, ..., 1, 0] from front to back, so LIFO
+	// hands out 0, 1, 2, ... and FIFO n-1, n-2, ...
 	for i := n - 1; i >= 0; i-- {
 		c.free.pushBack(uint32(i))
 	}

@@ -370,9 +370,10 @@ type Node struct {
 // other than Linux.
 func Nodes() ([]Node, error) { return nodes() }
 
-// Reason classifies a bind failure, in the vocabulary of the design record
-// (§3.6). A Reason is also an error, so a *BindError can be matched against
-// one with errors.Is.
+// Reason classifies a bind failure by its likely cause, so a caller can tell
+// a node that does not exist from a sandbox that forbids the call or a
+// kernel without NUMA. A Reason is also an error, so a *BindError can be
+// matched against one with errors.Is.
 type Reason uint8
 
 // The reasons a bind fails.
@@ -393,8 +394,8 @@ const (
 	ReasonSyscallFailed
 )
 
-// String returns the record's name of the reason: "invalid_node",
-// "permission_denied", "syscall_unavailable" or "syscall_failed".
+// String returns the reason's name: "invalid_node", "permission_denied",
+// "syscall_unavailable" or "syscall_failed".
 func (r Reason) String() string {
 	switch r {
 	case ReasonInvalidNode:

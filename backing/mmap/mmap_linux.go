@@ -198,7 +198,7 @@ func (b *Backing) bind(node int) error {
 	return nil
 }
 
-// classify maps an mbind errno to a Reason, as the record does (§3.6).
+// classify maps an mbind errno to the Reason that names its likely cause.
 func classify(err error) Reason {
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
@@ -219,10 +219,10 @@ func mbind(addr uintptr, length, node int) error {
 	// maxnode is one more than the number of mask bits: the kernel
 	// decrements it before reading the mask (get_nodes in
 	// mm/mempolicy.c), so it reads maxnode−1 bits. libnuma passes the
-	// mask's bit count plus one for the same reason. The record passed
-	// node+1, which makes the kernel read bits 0 to node−1 only: the one
-	// bit set is never read, the mask is empty and every bind fails with
-	// EINVAL on a NUMA kernel.
+	// mask's bit count plus one for the same reason. A maxnode of node+1
+	// would make the kernel read bits 0 to node−1 only: the one bit set
+	// would never be read, the mask would be empty and every bind would
+	// fail with EINVAL on a NUMA kernel.
 	maxnode := len(mask)*bits.UintSize + 1
 	// MPOL_MF_STRICT without MPOL_MF_MOVE: move nothing, but fail with
 	// EIO if a page already faulted in sits on another node, instead of

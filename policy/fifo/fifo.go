@@ -2,8 +2,9 @@
 // block that has been free longest. It spreads reuse over every block (a
 // freed block is reused only after all others), which makes a use after free
 // more likely to read poisoned or unrelated data than the same request's data,
-// at the cost of cache warmth (design thread 0358: 5–18 % slower on written
-// blocks). A fresh pool hands out blocks n-1, n-2, ...
+// at the cost of cache warmth: the block it hands out is the one least likely
+// to still be in cache. Choose it for that spread; policy/lifo is faster. A
+// fresh pool hands out blocks n-1, n-2, ...
 package fifo
 
 import "github.com/locus-go/locus/pool"

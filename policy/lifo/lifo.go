@@ -1,7 +1,7 @@
 // Package lifo is the last-in, first-out reuse policy: a pool hands out the
-// block freed most recently. It is the default and the record's design rule
-// (design thread 0358): a recently written block is the most likely to still be
-// in cache. A fresh pool hands out blocks 0, 1, 2, ...
+// block freed most recently. It is the default because a recently written
+// block is the most likely to still be in cache, so writing it again is cheap.
+// A fresh pool hands out blocks 0, 1, 2, ...
 package lifo
 
 import "github.com/locus-go/locus/pool"

@@ -4,10 +4,11 @@
 // it oldest first. There is no capacity, no batch size and nothing to tune, and
 // producers never wait for the owner.
 //
-// It is the shipped design (design thread 0357): the fastest way back for
-// blocks freed on worker goroutines when each worker frees whole requests.
-// Choose transport/sharded or transport/shared only to bound the memory in
-// flight or to replay the record's alternatives.
+// It is the default transport and the fastest way back for blocks freed on
+// worker goroutines when each worker frees whole requests: a chunk costs one
+// compare-and-swap however many handles it holds. Choose transport/sharded or
+// transport/shared only to bound the memory in flight or to push back on
+// workers.
 //
 // # Protocol and invariants
 //

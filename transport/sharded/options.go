@@ -3,20 +3,21 @@ package sharded
 import "github.com/locus-go/locus/transport/internal/bounded"
 
 // Defaults of New. Capacity is per producer queue, because producers register
-// one by one: to replay the record's per-handle runs at p producers (a total
-// capacity of 256 split evenly), pass WithCapacity(256/p).
+// one by one: to split a total capacity of c evenly over p producers, pass
+// WithCapacity(c/p).
 const (
-	// DefaultCapacity is how many handles a per-handle queue holds: the
-	// record's 256/p at p = 4 (design thread 0352).
+	// DefaultCapacity is how many handles a per-handle queue holds: a
+	// total of 256 split over 4 producers.
 	DefaultCapacity = 64
 	// DefaultBatch is the most handles one Drain takes from a per-handle
-	// queue (0352, 0353).
+	// queue: the default capacity, so a Drain empties every queue.
 	DefaultBatch = 64
-	// DefaultChunkCapacity is how many chunks a chunk queue holds: the
-	// record's trace configuration (0354, 0357).
+	// DefaultChunkCapacity is how many chunks a chunk queue holds: eight
+	// requests in flight per producer when each chunk is one request's
+	// blocks.
 	DefaultChunkCapacity = 8
 	// DefaultChunkBatch is the most chunks one Drain takes from a chunk
-	// queue; in the record it always equals the capacity.
+	// queue: the default chunk capacity, so a Drain empties every queue.
 	DefaultChunkBatch = 8
 )
 
@@ -39,8 +40,8 @@ type option func(*bounded.Config)
 func (f option) apply(c *bounded.Config) { f(c) }
 
 // WithChunks makes every item a whole chunk, copied into a slot of the
-// producer's queue by one enqueue (design thread 0353, the sharded_chunk path
-// of 0354). Without it every handle is an item of its own (0352). It changes
+// producer's queue by one enqueue, so a chunk costs one enqueue instead of
+// one per handle. Without it every handle is an item of its own. It changes
 // the default capacity and batch to DefaultChunkCapacity and
 // DefaultChunkBatch.
 func WithChunks() Option { return option((*bounded.Config).SetChunks) }

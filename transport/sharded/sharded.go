@@ -1,9 +1,7 @@
 // Package sharded is a bounded remote-free transport: every producer gets a
 // queue of its own, of fixed capacity, and the owner drains every queue in
 // one pass, taking at most a batch of items from each. An item is either one
-// handle (the default; design thread 0352) or a whole chunk (WithChunks;
-// 0353, and the sharded_chunk path of the 0354 trace that the chunk mailbox
-// later replaced).
+// handle (the default) or a whole chunk (WithChunks).
 //
 // Mind the name: sharded and transport/shared differ by one letter. shared is
 // one queue for all producers; sharded gives every producer its own.
@@ -11,16 +9,14 @@
 // # When to choose it
 //
 // Choose it to bound the memory in flight per producer (at most capacity items
-// each, however far the owner falls behind), to push back on workers that free
-// faster than the owner drains, or to replay the record's sharded arms. Use
-// chunk items unless you replay the per-handle runs: one enqueue per chunk
-// costs a fraction of one per handle (0353), and in the record the sharded
-// chunk queue ran the mixed-lifetime trace several times faster than the
-// shared per-handle queue (0354). It is still slower than transport/mailbox,
-// the default, which has no capacity or batch to tune and never makes a
-// producer wait (0357); here a full queue makes its producer park until the
-// owner wakes it. bench's BenchmarkSend compares the transports on your
-// machine.
+// each, however far the owner falls behind), or to push back on workers that
+// free faster than the owner drains. Use chunk items unless you need to count
+// handles one by one: a chunk of n handles is one enqueue instead of n, and
+// unlike transport/shared no producer writes another's queue. It is still
+// slower than transport/mailbox, the default, which has no capacity or batch
+// to tune and never makes a producer wait; here a full queue makes its
+// producer park until the owner wakes it. bench's BenchmarkSend compares the
+// transports on your machine.
 //
 // # Contract
 //
@@ -77,10 +73,10 @@
 // previous item; the owner reads slots head .. tail-1 only after loading
 // tail. So at every moment a slot belongs to exactly one of the two, and
 // neither ever waits for the other inside an operation. A per-handle Send
-// publishes each handle with its own store of tail (one enqueue per handle,
-// as in the record); a chunk Send copies the chunk into the slot's buffer
-// (growing it if the chunk is longer than any it carried before) and then
-// publishes it with one store.
+// publishes each handle with its own store of tail (one enqueue per handle);
+// a chunk Send copies the chunk into the slot's buffer (growing it if the
+// chunk is longer than any it carried before) and then publishes it with one
+// store.
 //
 // A producer that finds its queue full waits on the queue's Parking (package
 // transport/internal/bounded) with head as the state it re-checks; the owner,
@@ -293,7 +289,7 @@ type Stats struct {
 	Submitted uint64 // items published by sends
 	Drained   uint64 // items passed to a sink by Drain
 	Pending   uint64 // items published and not yet drained: Submitted - Drained
-	Full      uint64 // TrySend calls that returned pool.ErrFull (the record's full counter)
+	Full      uint64 // TrySend calls that returned pool.ErrFull
 	Blocked   uint64 // times a Send found its queue full and waited for the owner
 }
 

@@ -2,8 +2,8 @@ package shared
 
 import "github.com/locus-go/locus/transport/internal/bounded"
 
-// Defaults of New: the record's shared per-handle queue (the locus_shared
-// contender of LOCUS-EVAL v1 and the shared_per_handle path of 0354).
+// Defaults of New: a queue of 1024 handles, drained at most 64 at a time so
+// that one Drain stays short however full the queue is.
 const (
 	// DefaultCapacity is how many handles the queue holds.
 	DefaultCapacity = 1024

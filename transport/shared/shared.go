@@ -1,9 +1,7 @@
 // Package shared is a bounded remote-free transport: one queue of handles,
 // of fixed capacity, shared by every producer. Each handle is one enqueue,
-// and one Drain takes at most a batch of handles. It is the record's shared
-// per-handle queue: the 0351 experiment, the shared_per_handle path of 0354
-// and the locus_shared contender of LOCUS-EVAL v1, whose capacity 1024 and
-// batch 64 are the defaults here.
+// and one Drain takes at most a batch of handles. It is the simplest bounded
+// transport, and a baseline for comparing the others.
 //
 // Mind the name: shared and transport/sharded differ by one letter. shared is
 // one queue for all producers; sharded gives every producer a queue of its
@@ -13,16 +11,15 @@
 //
 // Choose it to bound the memory in flight between the workers and the owner
 // (at most the capacity of handles, however far the owner falls behind), to
-// apply backpressure to workers, or to replay the record's shared-queue arm.
-// Do not choose it for speed. It is the slowest way back: in the record's
-// LOCUS-EVAL v1 it took several times as long per trace as the chunk mailbox
-// on every workload and never ranked better than fourth of five. Every
-// handle costs compare-and-swaps on cache lines that all producers (the
-// queue's head) and the owner (the slots) share. transport/mailbox (the
-// default) is unbounded and never makes a producer wait;
-// transport/sharded bounds memory per producer and, with chunk items, costs
-// one enqueue per chunk. bench's BenchmarkSend compares the transports on
-// your machine.
+// apply backpressure to workers, or as the shared-queue baseline in a
+// comparison of transports. Do not choose it for speed. It is the slowest way
+// back: every handle costs compare-and-swaps on cache lines that all
+// producers (the queue's head) and the owner (the slots) share, where the
+// chunk mailbox costs one per chunk on a line no other producer writes.
+// transport/mailbox (the default) is unbounded and never makes a producer
+// wait; transport/sharded bounds memory per producer and, with chunk items,
+// costs one enqueue per chunk. bench's BenchmarkSend compares the transports
+// on your machine.
 //
 // # Contract
 //
@@ -383,7 +380,7 @@ type Stats struct {
 	Submitted uint64 // handles accepted by sends, the ones being enqueued included
 	Drained   uint64 // handles passed to a sink by Drain
 	Pending   uint64 // handles accepted and not yet drained: Submitted - Drained
-	Full      uint64 // TrySend calls that returned pool.ErrFull (the record's full counter)
+	Full      uint64 // TrySend calls that returned pool.ErrFull
 	Blocked   uint64 // times a Send found the queue full and waited for the owner
 }
 
