@@ -28,6 +28,7 @@ var fences = map[string][]string{
 	"github.com/libp2p/go-buffer-pool":                        {"bench"},
 	"github.com/bytedance/gopkg/lang/mcache":                  {"bench"},
 	"github.com/ebitengine/purego":                            {"backing/cuda"},
+	"github.com/redis/go-redis/v9":                            {"tier/redis"},
 }
 
 // heavy are module path prefixes that users of the engine and the
@@ -45,6 +46,8 @@ var heavy = []string{
 	"github.com/locus-go/locus/cmd/locus-eval/internal/eval",
 	"github.com/locus-go/locus/conformance",
 	"github.com/ebitengine/purego",
+	"github.com/redis/",
+	"github.com/alicebob/",
 }
 
 // libraries are the packages a serving engine imports to get blocks.
@@ -60,7 +63,9 @@ var libraries = []string{
 	"github.com/locus-go/locus/kv",
 	"github.com/locus-go/locus/classes",
 	"github.com/locus-go/locus/pages",
-	"github.com/locus-go/locus/tier/...",
+	"github.com/locus-go/locus/tier",
+	"github.com/locus-go/locus/tier/host",
+	"github.com/locus-go/locus/tier/disk",
 	"github.com/locus-go/locus/adapters",
 }
 

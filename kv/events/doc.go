@@ -59,7 +59,12 @@
 //     it for routers that follow current vLLM only.
 //
 // Integers are encoded in their shortest unsigned form and strings as str,
-// as msgspec encodes them.
+// as msgspec encodes them, but for block hashes (block_hashes and
+// parent_block_hash in the Uint64Hashes form): those are always the 8-byte
+// uint 64 form (0xcf), whatever their value. A hash below 2^32 in its
+// shortest form is rejected by llm-d's indexer, with its whole batch (vLLM
+// has the same weakness); the 8-byte form is valid MessagePack for every
+// decoder.
 //
 // # Block hashes
 //
@@ -92,10 +97,44 @@
 // the batches published as long as nothing is dropped, and a subscriber
 // that finds a gap knows that the batches in it were lost: its view of the
 // cache is incomplete from there on (vLLM's subscribers react to a gap the
-// same way). The socket has a high-water mark of its own (WithHighWaterMark):
-// past it, it discards messages for a subscriber that reads too slowly,
-// which that subscriber also sees as a gap, and which the publisher cannot
-// count.
+// same way).
+//
+// # Subscribers: one queue each
+//
+// The socket gives every subscriber a queue of its own (WithHighWaterMark
+// batches, ZMQ's per-subscriber SNDHWM) and a writer goroutine of its own,
+// so a slow or stalled subscriber loses its own batches and nobody else's:
+// a batch that finds a subscriber's queue full is dropped for that
+// subscriber only, counted in its SubscriberStats.Dropped (Subscribers)
+// and in Stats.Undelivered, and that subscriber sees the gap in the
+// sequence numbers. A subscriber whose connection accepts nothing for
+// WithWriteTimeout is disconnected (Stats.TimedOut); a ZMQ SUB socket
+// reconnects by itself. Every copy of a published batch is either
+// delivered (written to the subscriber's connection, Stats.Delivered) or
+// counted undelivered: nothing is lost silently.
+//
+// Close seals and publishes what the owner holds, gives the subscribers'
+// writers up to WithLinger to write their queues, then closes every
+// connection and counts what was still queued as undelivered. It returns
+// within the linger plus a quarter of a second, whatever the subscribers
+// do, and its error (a *DroppedError) reports every loss.
+//
+// # Late subscribers and replay
+//
+// A subscriber receives the batches published after it has connected and
+// sent its subscription; those published before are lost to it (ZMQ's
+// "slow joiner"), and a batch no subscriber covered is counted in
+// Stats.Unheard. An engine that must not lose its first batches waits for
+// its routers with WaitSubscribers before its first step. A subscriber
+// that joins late, restarts, or finds a gap catches up through the replay
+// socket (WithReplay), vLLM's ROUTER protocol: it keeps the most recent
+// WithReplayBuffer batches (default 10,000, vLLM's buffer_steps); a client
+// (DEALER or REQ) sends [empty, start] with start the 8-byte big-endian
+// sequence number it wants first, and receives [empty, seq, payload] for
+// each kept batch from start on, then [empty, EndOfReplay, empty]. A
+// router written for vLLM's replay socket uses it unchanged. Batches
+// dropped before they were published (the owner's queue was full) are in
+// no replay: the gap stays, as in vLLM.
 //
 // # Dependencies
 //
@@ -105,9 +144,13 @@
 // encode without reflection or allocation). Packages pool and kv import
 // neither.
 //
-// zmq4's PUB socket queues a message and writes it to each subscriber in
-// turn from a goroutine of its own: a subscriber that stops reading holds
-// up the others until the high-water mark discards messages. Its release
-// in use (v0.17.0) also leaves that goroutine parked after Close; make one
-// publisher per process, not one per request.
+// zmq4's own PUB socket has one queue for all its subscribers and writes
+// to them in turn, so one stalled subscriber stalls all of them (measured:
+// the others froze for seconds, then all lost the same batches). This
+// package therefore uses zmq4 for the ZMTP connection only (the greeting,
+// the NULL handshake, the framing: zmq4.Open) and does the PUB socket's
+// work itself: listening or dialing (WithDial; reconnecting when the
+// connection is lost), subscriptions per connection, and a queue and a
+// writer per subscriber. Endpoints are tcp:// and ipc://. Every goroutine
+// it starts returns by Close.
 package events

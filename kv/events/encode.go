@@ -122,7 +122,16 @@ func (e *encoder) appendHash(dst []byte, h kv.Hash) []byte {
 	if e.bytes {
 		return h.AppendBytes(msgp.AppendBytesHeader(dst, uint32(h.Len())))
 	}
-	return msgp.AppendUint64(dst, h.Uint64())
+	return appendUint64Fixed(dst, h.Uint64())
+}
+
+// appendUint64Fixed appends v as a MessagePack uint 64 (0xcf and 8 bytes,
+// big-endian) whatever its value. A hash is always sent in this form: the
+// shortest form of a hash below 2^32 is a shorter integer, which llm-d's
+// indexer rejects (with the whole batch) where it expects a uint64, while
+// every decoder accepts the 8-byte form for any value.
+func appendUint64Fixed(dst []byte, v uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, 0xcf), v)
 }
 
 func appendOptString(dst []byte, s string) []byte {

@@ -12,6 +12,11 @@ import (
 // it takes anything from the queue: a publisher that has fallen behind.
 func WithHold(hold chan struct{}) Option { return optionFunc(func(c *config) { c.hold = hold }) }
 
+// WithSendBuffer sets the kernel send buffer of each subscriber's
+// connection, so that a subscriber that stops reading blocks the writer
+// after a few KiB rather than MiB.
+func WithSendBuffer(bytes int) Option { return optionFunc(func(c *config) { c.sendBuf = bytes }) }
+
 // Subscribed reports whether a connected subscriber covers p's topic.
 func Subscribed(p *Publisher) bool { return p.subscribed() }
 

@@ -74,6 +74,14 @@ const (
 	DefaultLinger = 250 * time.Millisecond
 	// DefaultMedium is vLLM's name of the tier the blocks live in.
 	DefaultMedium = "GPU"
+	// DefaultWriteTimeout is how long one write to a subscriber may block
+	// before the subscriber is taken for stalled and disconnected.
+	DefaultWriteTimeout = 5 * time.Second
+	// DefaultReplayBuffer is how many recent batches the replay socket
+	// keeps: vLLM's buffer_steps.
+	DefaultReplayBuffer = 10_000
+	// DialWait is how long New retries to connect, with WithDial.
+	DialWait = 5 * time.Second
 )
 
 // Limits of the options, far beyond any sensible value: they keep the
@@ -81,6 +89,7 @@ const (
 const (
 	maxBatchSize = 1 << 20
 	maxBuffer    = 1 << 16
+	maxReplay    = 1 << 24
 )
 
 // Option configures a Publisher.
@@ -103,7 +112,12 @@ type config struct {
 	rank      int
 	dial      bool
 
-	hold chan struct{} // tests: the publisher's goroutine waits for it before starting
+	writeTimeout time.Duration
+	replay       string
+	replayBuffer int
+
+	hold    chan struct{} // tests: the publisher's goroutine waits for it before starting
+	sendBuf int           // tests: the kernel send buffer of each subscriber's connection
 }
 
 func defaults() config {
@@ -116,6 +130,9 @@ func defaults() config {
 		encoding:  Positional,
 		hashes:    Uint64Hashes,
 		medium:    DefaultMedium,
+
+		writeTimeout: DefaultWriteTimeout,
+		replayBuffer: DefaultReplayBuffer,
 	}
 }
 
@@ -144,15 +161,40 @@ func WithFlushInterval(d time.Duration) Option {
 // them all waiting. The publisher keeps that many batches and three more.
 func WithBuffer(batches int) Option { return optionFunc(func(c *config) { c.buffer = batches }) }
 
-// WithHighWaterMark sets how many messages the socket queues for its
-// subscribers before it discards new ones (default DefaultHighWaterMark;
-// 0 lets the queue grow without bound).
+// WithHighWaterMark sets how many messages the socket queues for each
+// subscriber before it drops new ones for that subscriber, and for that
+// subscriber only (default DefaultHighWaterMark, as ZMQ's SNDHWM, which is
+// also per subscriber; 0 lets the queues grow without bound: a stalled
+// subscriber then holds memory until WithWriteTimeout disconnects it).
 func WithHighWaterMark(messages int) Option { return optionFunc(func(c *config) { c.hwm = messages }) }
 
-// WithLinger sets how long Close waits for the socket to send what it has
-// queued, when a subscriber is connected (default DefaultLinger); what is
-// still queued then is discarded, as with ZMQ_LINGER.
+// WithLinger sets how long Close gives the subscribers' writers to write
+// what is queued for them (default DefaultLinger); what is still queued then
+// is discarded and counted (Stats.Undelivered), as with ZMQ_LINGER.
 func WithLinger(d time.Duration) Option { return optionFunc(func(c *config) { c.linger = d }) }
+
+// WithWriteTimeout sets how long one write to a subscriber may block
+// (default DefaultWriteTimeout): a subscriber whose connection accepts
+// nothing for that long is disconnected and what was queued for it counted
+// as undelivered; a ZMQ subscriber reconnects by itself and sees the gap in
+// the sequence numbers. It bounds the replay socket's writes too.
+func WithWriteTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.writeTimeout = d })
+}
+
+// WithReplay opens vLLM's replay socket on endpoint (a ROUTER, such as
+// "tcp://*:5558"): it keeps the most recent published batches
+// (WithReplayBuffer) and sends a subscriber that found a gap in the
+// sequence numbers the batches from the one it asks for (see the package
+// doc). Without it (the default, as vLLM's replay_endpoint) there is none.
+func WithReplay(endpoint string) Option { return optionFunc(func(c *config) { c.replay = endpoint }) }
+
+// WithReplayBuffer sets how many recent batches the replay socket keeps
+// (default DefaultReplayBuffer, vLLM's buffer_steps). They are kept
+// encoded: the memory is the batches' payloads.
+func WithReplayBuffer(batches int) Option {
+	return optionFunc(func(c *config) { c.replayBuffer = batches })
+}
 
 // WithEncoding sets the encoding of events (default Positional).
 func WithEncoding(e Encoding) Option { return optionFunc(func(c *config) { c.encoding = e }) }
@@ -185,6 +227,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("events: %w: high-water mark %d", pool.ErrInvalidConfig, c.hwm)
 	case c.linger < 0:
 		return fmt.Errorf("events: %w: linger %v", pool.ErrInvalidConfig, c.linger)
+	case c.writeTimeout <= 0:
+		return fmt.Errorf("events: %w: write timeout %v", pool.ErrInvalidConfig, c.writeTimeout)
+	case c.replayBuffer <= 0 || c.replayBuffer > maxReplay:
+		return fmt.Errorf("events: %w: replay buffer of %d batches; want 1 to %d", pool.ErrInvalidConfig, c.replayBuffer, maxReplay)
 	case c.encoding != Positional && c.encoding != Named:
 		return fmt.Errorf("events: %w: %v", pool.ErrInvalidConfig, c.encoding)
 	case c.hashes != Uint64Hashes && c.hashes != ByteHashes:

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net"
 	"strings"
 	"sync"
@@ -20,9 +18,11 @@ import (
 )
 
 // ErrDropped is matched (errors.Is) by the error Close returns when the
-// publisher did not publish every event it received: batches dropped
+// publisher did not publish every event it received (batches dropped
 // because the queue was full, batches the socket refused, events received
-// after Close.
+// after Close) or did not deliver every published batch to every
+// subscriber of its topic (a subscriber's queue was full, its connection
+// failed, or Close's linger ran out).
 var ErrDropped = errors.New("events: events dropped")
 
 // DroppedError is the error Close returns when events were lost; it
@@ -30,11 +30,15 @@ var ErrDropped = errors.New("events: events dropped")
 type DroppedError struct {
 	Batches uint64 // batches dropped or refused by the socket
 	Events  uint64 // events not published, in those batches or after Close
-	Err     error  // the first error of the socket, if it refused a batch
+	// Undelivered counts the copies of published batches that a subscriber
+	// did not get: dropped at its full queue, lost with its connection, or
+	// still queued when Close's linger ran out (Stats.Undelivered).
+	Undelivered uint64
+	Err         error // the first error of the socket, if it refused a batch
 }
 
 func (e *DroppedError) Error() string {
-	s := fmt.Sprintf("events: %d events dropped (%d batches)", e.Events, e.Batches)
+	s := fmt.Sprintf("events: %d events dropped (%d batches), %d batch copies undelivered", e.Events, e.Batches, e.Undelivered)
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}
@@ -50,8 +54,10 @@ func (e *DroppedError) Unwrap() error { return e.Err }
 var errZeroPublisher = fmt.Errorf("%w: zero events.Publisher; make it with events.New", pool.ErrClosed)
 
 // Publisher publishes a kv.Manager's cache events in vLLM's wire format on
-// a ZMQ PUB socket (see the package doc). Make one with New and pass its
-// Subscriber to kv.WithSubscriber.
+// a ZMQ PUB socket (see the package doc), with a queue per subscriber and,
+// optionally (WithReplay), vLLM's replay socket. Make one with New and pass
+// its Subscriber to kv.WithSubscriber; make one per manager for the
+// process's life, not one per request.
 //
 // # Ownership
 //
@@ -66,10 +72,12 @@ var errZeroPublisher = fmt.Errorf("%w: zero events.Publisher; make it with event
 // its subscriber counts every event as dropped). A Publisher must not be
 // copied.
 type Publisher struct {
-	_    noCopy
-	cfg  config
-	sock zmq4.Socket
-	enc  encoder // the publisher's goroutine's
+	_      noCopy
+	cfg    config
+	sock   socket
+	fan    *fanout // sock, unless a test replaced it
+	replay *replay // nil without WithReplay
+	enc    encoder // the publisher's goroutine's
 
 	// The owner's state.
 	cur     *batch // the batch being filled; nil before the next event
@@ -86,10 +94,17 @@ type Publisher struct {
 	stop  chan struct{} // closed by Close
 	done  chan struct{} // closed when the publisher's goroutine returns
 
-	st       counters
-	lastSend atomic.Int64 // UnixNano of the last socket write, for the linger
-	errOnce  sync.Once
-	sendErr  error // the socket's first error; read after done
+	st      counters
+	errOnce sync.Once
+	sendErr error // the socket's first error; read after done
+}
+
+// socket is where the publisher's goroutine writes messages: the fanout
+// (or, in tests, a fake).
+type socket interface {
+	Send(zmq4.Msg) error
+	Close() error
+	Addr() net.Addr
 }
 
 type counters struct {
@@ -100,11 +115,12 @@ type counters struct {
 }
 
 // New returns a publisher on a ZMQ PUB socket that listens on endpoint (or
-// connects to it, WithDial), such as "tcp://*:5557" (vLLM's default) or
-// "tcp://127.0.0.1:0" (a free loopback port; see Addr). Connecting waits
-// for the endpoint as zmq4 dials: a few seconds at most. New fails with
-// an error wrapping pool.ErrInvalidConfig for an invalid option, and with
-// the socket's error if it cannot listen or connect.
+// connects to it, WithDial), such as "tcp://*:5557" (vLLM's default),
+// "tcp://127.0.0.1:0" (a free loopback port; see Addr) or "ipc:///path".
+// Connecting retries for up to DialWait, then fails; once connected, a lost
+// connection is made again in the background. New fails with an error
+// wrapping pool.ErrInvalidConfig for an invalid option or endpoint, and
+// with the socket's error if it cannot listen or connect.
 func New(endpoint string, opts ...Option) (*Publisher, error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -116,31 +132,45 @@ func New(endpoint string, opts ...Option) (*Publisher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	sock := zmq4.NewPub(context.Background(), zmq4.WithLogger(log.New(io.Discard, "", 0)))
-	if cfg.hwm > 0 {
-		if err := sock.SetOption(zmq4.OptionHWM, cfg.hwm); err != nil {
-			sock.Close()
-			return nil, fmt.Errorf("events: high-water mark: %w", err)
+	network, address, err := parseEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	var rnet, raddr string
+	if cfg.replay != "" {
+		if rnet, raddr, err = parseEndpoint(cfg.replay); err != nil {
+			return nil, err
 		}
 	}
-	connect := sock.Listen
+	fan := newFanout(&cfg)
 	if cfg.dial {
-		connect = sock.Dial
+		err = fan.dial(network, address, DialWait)
+	} else {
+		err = fan.listen(network, address)
 	}
-	if err := connect(endpoint); err != nil {
-		sock.Close()
+	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
+	}
+	var rp *replay
+	if cfg.replay != "" {
+		rp = newReplay(cfg.replayBuffer, cfg.writeTimeout)
+		if err := rp.listen(rnet, raddr); err != nil {
+			fan.Close()
+			return nil, fmt.Errorf("events: replay: %w", err)
+		}
 	}
 	n := cfg.buffer + 3 // the queue, the owner's batch, and two in the publisher's hands
 	p := &Publisher{
-		cfg:   cfg,
-		sock:  sock,
-		enc:   newEncoder(&cfg),
-		queue: make(chan *batch, cfg.buffer),
-		free:  make(chan *batch, n),
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		cfg:    cfg,
+		sock:   fan,
+		fan:    fan,
+		replay: rp,
+		enc:    newEncoder(&cfg),
+		queue:  make(chan *batch, cfg.buffer),
+		free:   make(chan *batch, n),
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
 	for range n {
 		b := new(batch)
@@ -154,17 +184,72 @@ func New(endpoint string, opts ...Option) (*Publisher, error) {
 // Addr returns the address the socket listens on (the port chosen for
 // ":0"), or nil when it connects (WithDial). Any goroutine may call it.
 func (p *Publisher) Addr() net.Addr {
-	if p.sock == nil {
+	if p == nil || p.sock == nil {
 		return nil
 	}
 	return p.sock.Addr()
+}
+
+// ReplayAddr returns the address the replay socket listens on, or nil
+// without WithReplay. Any goroutine may call it.
+func (p *Publisher) ReplayAddr() net.Addr {
+	if p == nil || p.replay == nil {
+		return nil
+	}
+	return p.replay.ln.Addr()
+}
+
+// WaitSubscribers waits until n subscribers whose subscriptions cover the
+// publisher's topic are connected, or ctx is done (its error), or the
+// publisher is closed (pool.ErrClosed). Batches published before a
+// subscriber has connected and subscribed never reach it (ZMQ's slow
+// joiner): call it before the first step when the first batches matter, or
+// let late subscribers catch up through the replay socket (WithReplay).
+// Any goroutine may call it.
+func (p *Publisher) WaitSubscribers(ctx context.Context, n int) error {
+	if p == nil || p.fan == nil {
+		return errZeroPublisher
+	}
+	return p.fan.wait(ctx, n)
+}
+
+// Subscribers returns the counts of each connected subscriber, the oldest
+// connection first: what it was sent and what it lost. Any goroutine may
+// call it; the counts of a subscriber that disconnected stay in Stats.
+func (p *Publisher) Subscribers() []SubscriberStats {
+	if p == nil || p.fan == nil {
+		return nil
+	}
+	return p.fan.stats()
+}
+
+// SubscriberStats counts what one connected subscriber was sent.
+type SubscriberStats struct {
+	// Remote is the subscriber's address.
+	Remote string
+	// Since is when it connected.
+	Since time.Time
+	// Topics are its subscriptions.
+	Topics []string
+	// Sent counts the batches written to its connection.
+	Sent uint64
+	// Dropped counts the batches it lost: its queue was full
+	// (WithHighWaterMark) when they were published.
+	Dropped uint64
+	// Queued is the number of batches waiting for its writer now.
+	Queued int
 }
 
 // Subscriber returns the function to pass to kv.WithSubscriber. It copies
 // each event into the current batch and hands full batches to the
 // publisher's goroutine without waiting; nil events and events of an
 // unknown kind are ignored (and counted in Stats.Invalid).
-func (p *Publisher) Subscriber() func(*kv.Event) { return p.record }
+func (p *Publisher) Subscriber() func(*kv.Event) {
+	if p == nil {
+		return func(*kv.Event) {}
+	}
+	return p.record
+}
 
 func (p *Publisher) record(ev *kv.Event) {
 	if ev == nil || ev.Kind < kv.BlockStored || ev.Kind > kv.AllBlocksCleared {
@@ -248,7 +333,7 @@ func (p *Publisher) sealed(b *batch) {
 // step's events as one batch, as vLLM does. It never waits. Only the owner
 // may call it.
 func (p *Publisher) Flush() {
-	if !p.closed && p.queue != nil {
+	if p != nil && !p.closed && p.queue != nil {
 		p.seal()
 	}
 }
@@ -327,36 +412,40 @@ func (p *Publisher) steal() (retry bool) {
 	}
 }
 
-// publish writes a sealed batch to the socket and recycles it.
+// publish writes a sealed batch to the socket, keeps it for replay, and
+// recycles it.
 func (p *Publisher) publish(b *batch) {
 	n := uint64(len(b.recs))
-	if err := p.sock.Send(p.enc.message(b)); err != nil {
+	msg := p.enc.message(b)
+	if p.replay != nil {
+		p.replay.add(b.seq, msg.Frames[2])
+	}
+	if err := p.sock.Send(msg); err != nil {
 		p.st.failed.Add(1)
 		p.st.droppedEvents.Add(n)
 		p.errOnce.Do(func() { p.sendErr = err })
 	} else {
 		p.st.published.Add(1)
 		p.st.publishedEvents.Add(n)
-		p.lastSend.Store(time.Now().UnixNano())
 	}
 	b.reset()
 	p.free <- b
 }
 
-// Close publishes the current batch and every queued one, gives the socket
-// up to the linger (WithLinger) to send them to connected subscribers,
-// closes the socket and stops the publisher's goroutine. It returns a
-// *DroppedError (matching ErrDropped) if the publisher lost events over its
-// life, and the socket's error if closing failed. Events the manager emits
-// after Close are counted as dropped. Only the owner may call it; later
-// calls return an error matching pool.ErrClosed.
-//
-// The ZMQ module's PUB socket keeps one idle goroutine of its own after it is
-// closed (its writer is never told to stop), so a program should make a
-// publisher for its life, not one per short task.
+// Close publishes the current batch and every queued one, gives every
+// subscriber's writer up to the linger (WithLinger) to write what is queued
+// for it, then closes every connection, the replay socket and the
+// publisher's goroutines. It returns within the linger plus a quarter of a
+// second however the subscribers behave (stalled, gone, half-connected).
+// It returns a *DroppedError (matching ErrDropped) if the publisher lost
+// events over its life or a subscriber did not get a published batch (what
+// was still queued at the deadline is counted in Stats.Undelivered, never
+// dropped silently), and the socket's error if closing failed. Events the
+// manager emits after Close are counted as dropped. Only the owner may call
+// it; later calls return an error matching pool.ErrClosed.
 func (p *Publisher) Close() error {
 	switch {
-	case p.queue == nil:
+	case p == nil || p.queue == nil:
 		return errZeroPublisher
 	case p.closed:
 		return pool.ErrClosed
@@ -369,14 +458,14 @@ func (p *Publisher) Close() error {
 	p.cur = nil
 	close(p.stop)
 	<-p.done
-	if last := p.lastSend.Load(); last != 0 && p.subscribed() {
-		time.Sleep(p.cfg.linger - time.Since(time.Unix(0, last)))
-	}
 	closeErr := p.sock.Close()
+	if p.replay != nil {
+		closeErr = errors.Join(closeErr, p.replay.Close())
+	}
 	st := p.Snapshot()
 	var err error
-	if lost := st.Dropped + st.Failed; lost > 0 || st.DroppedEvents > 0 {
-		err = &DroppedError{Batches: lost, Events: st.DroppedEvents, Err: p.sendErr}
+	if lost := st.Dropped + st.Failed; lost > 0 || st.DroppedEvents > 0 || st.Undelivered > 0 {
+		err = &DroppedError{Batches: lost, Events: st.DroppedEvents, Undelivered: st.Undelivered, Err: p.sendErr}
 	}
 	return errors.Join(err, closeErr)
 }
@@ -396,11 +485,13 @@ func (p *Publisher) subscribed() bool {
 	return false
 }
 
-// Stats counts what a publisher did with the events it received. Once it
-// is closed:
+// Stats counts what a publisher did with the events it received, and what
+// its subscribers got. Once it is closed:
 //
 //	Batches == Published + Dropped + Failed
 //	Events == PublishedEvents + DroppedEvents
+//	Delivered + Undelivered == the batch copies queued for subscribers
+//	                           (one per published batch and subscriber of its topic)
 //
 // While it runs, the counts are read one by one and the identities hold
 // only for batches no longer in flight.
@@ -424,12 +515,36 @@ type Stats struct {
 	// Queued is the number of sealed batches waiting for the publisher's
 	// goroutine now.
 	Queued int
+
+	// Delivered counts the batch copies written to subscribers' connections
+	// (handed to the kernel), over all subscribers.
+	Delivered uint64
+	// Undelivered counts the batch copies a subscriber did not get: dropped
+	// because its queue was full (a slow or stalled subscriber loses its
+	// own batches only), lost with its connection, or still queued when
+	// Close's linger ran out. Per connected subscriber: Subscribers.
+	Undelivered uint64
+	// Unheard counts the published batches no subscriber's subscription
+	// covered (before the first subscriber connected: the slow joiner).
+	Unheard uint64
+	// Subscribers is the number of subscribers connected now; Joined and
+	// Left count the connections made and lost (a stalled subscriber
+	// disconnected after WithWriteTimeout counts in Left and in TimedOut).
+	Subscribers  int
+	Joined, Left uint64
+	TimedOut     uint64
+	// ReplayRequests counts the replay requests served; ReplayInvalid the
+	// malformed ones ignored.
+	ReplayRequests, ReplayInvalid uint64
 }
 
 // Snapshot returns the publisher's counts. Any goroutine may call it (a
 // metrics scraper); it costs the owner nothing.
 func (p *Publisher) Snapshot() Stats {
-	return Stats{
+	if p == nil {
+		return Stats{}
+	}
+	st := Stats{
 		Events:          p.st.events.Load(),
 		Batches:         p.st.batches.Load(),
 		Published:       p.st.published.Load(),
@@ -440,6 +555,20 @@ func (p *Publisher) Snapshot() Stats {
 		Invalid:         p.st.invalid.Load(),
 		Queued:          len(p.queue),
 	}
+	if f := p.fan; f != nil {
+		st.Delivered = f.delivered.Load()
+		st.Undelivered = f.undelivered.Load()
+		st.Unheard = f.unheard.Load()
+		st.Subscribers = f.connected()
+		st.Joined = f.joined.Load()
+		st.Left = f.left.Load()
+		st.TimedOut = f.timeouts.Load()
+	}
+	if r := p.replay; r != nil {
+		st.ReplayRequests = r.requests.Load()
+		st.ReplayInvalid = r.invalid.Load()
+	}
+	return st
 }
 
 // noCopy lets go vet's copylocks check flag copies of a Publisher.

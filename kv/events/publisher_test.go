@@ -115,7 +115,7 @@ func TestWire(t *testing.T) {
 			}
 			require.NoError(t, pub.Close())
 			st := pub.Snapshot()
-			require.Equal(t, events.Stats{Events: 5, Batches: 4, Published: 4, PublishedEvents: 5}, st)
+			require.Equal(t, events.Stats{Events: 5, Batches: 4, Published: 4, PublishedEvents: 5, Delivered: 4, Joined: 1}, st)
 		})
 	}
 }
@@ -134,7 +134,7 @@ func TestDropsWhenBehind(t *testing.T) {
 		record(&kv.Event{Kind: kv.BlockRemoved, Hashes: hs[i : i+1]})
 	}
 	st := pub.Snapshot()
-	require.Equal(t, events.Stats{Events: 6, Batches: 6, Dropped: 4, DroppedEvents: 4, Queued: 2}, st)
+	require.Equal(t, events.Stats{Events: 6, Batches: 6, Dropped: 4, DroppedEvents: 4, Queued: 2, Subscribers: 1, Joined: 1}, st)
 	close(hold)
 	for i := range 2 {
 		_, s, b := sub.next(t)
@@ -152,7 +152,7 @@ func TestDropsWhenBehind(t *testing.T) {
 	require.ErrorAs(t, err, &dropped)
 	require.Equal(t, uint64(4), dropped.Batches)
 	require.Equal(t, uint64(4), dropped.Events)
-	require.Equal(t, events.Stats{Events: 7, Batches: 7, Published: 3, PublishedEvents: 3, Dropped: 4, DroppedEvents: 4}, pub.Snapshot())
+	require.Equal(t, events.Stats{Events: 7, Batches: 7, Published: 3, PublishedEvents: 3, Dropped: 4, DroppedEvents: 4, Delivered: 3, Joined: 1}, pub.Snapshot())
 	sub.none(t, 50*time.Millisecond)
 }
 
@@ -201,7 +201,7 @@ func TestCloseFlushes(t *testing.T) {
 	require.Zero(t, s)
 	require.Len(t, b.events, 3)
 	record(&kv.Event{Kind: kv.AllBlocksCleared})
-	require.Equal(t, events.Stats{Events: 4, Batches: 1, Published: 1, PublishedEvents: 3, DroppedEvents: 1}, pub.Snapshot())
+	require.Equal(t, events.Stats{Events: 4, Batches: 1, Published: 1, PublishedEvents: 3, DroppedEvents: 1, Delivered: 1, Joined: 1}, pub.Snapshot())
 	require.ErrorIs(t, pub.Close(), pool.ErrClosed)
 }
 
