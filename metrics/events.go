@@ -24,6 +24,12 @@ type PublisherSource interface {
 //	locus_kv_events_dropped_events_total          counter: events not published, in dropped batches or after Close
 //	locus_kv_events_invalid_events_total          counter: nil events and events of unknown kinds
 //	locus_kv_events_queued_batches                gauge: batches waiting for the publisher's goroutine
+//	locus_kv_events_delivered_batches_total       counter: batch copies written to subscribers
+//	locus_kv_events_undelivered_batches_total     counter: batch copies a subscriber did not get (its own queue full, its connection lost, or left at Close)
+//	locus_kv_events_unheard_batches_total         counter: batches no subscriber's subscription covered (before the first subscriber)
+//	locus_kv_events_subscribers                   gauge: subscribers connected now
+//	locus_kv_events_subscriber_disconnects_total{reason="left"|"timed_out"}  counter
+//	locus_kv_events_replay_requests_total{result="served"|"invalid"}  counter
 //
 // A subscriber sees a gap in the sequence numbers for every dropped batch.
 func NewPublisher(name string, p PublisherSource) prometheus.Collector {
@@ -48,4 +54,22 @@ var publisherFamilies = []family[events.Stats]{
 		func(w *writer, s events.Stats) { w.counter(s.Invalid) }},
 	{"queued_batches", "Sealed batches waiting for the publisher's goroutine.", nil,
 		func(w *writer, s events.Stats) { w.gauge(float64(s.Queued)) }},
+	{"delivered_batches_total", "Batch copies written to subscribers' connections, over all subscribers.", nil,
+		func(w *writer, s events.Stats) { w.counter(s.Delivered) }},
+	{"undelivered_batches_total", "Batch copies a subscriber did not get: its own queue full, its connection lost, or still queued when Close gave up.", nil,
+		func(w *writer, s events.Stats) { w.counter(s.Undelivered) }},
+	{"unheard_batches_total", "Published batches no subscriber's subscription covered (before the first subscriber connected).", nil,
+		func(w *writer, s events.Stats) { w.counter(s.Unheard) }},
+	{"subscribers", "Subscribers connected now.", nil,
+		func(w *writer, s events.Stats) { w.gauge(float64(s.Subscribers)) }},
+	{"subscriber_disconnects_total", "Subscriber connections lost; timed_out: cut after the write timeout (those are not counted in left).", []string{"reason"},
+		func(w *writer, s events.Stats) {
+			w.counter(s.Left-min(s.Left, s.TimedOut), "left")
+			w.counter(s.TimedOut, "timed_out")
+		}},
+	{"replay_requests_total", "Replay requests: served, or malformed and ignored.", []string{"result"},
+		func(w *writer, s events.Stats) {
+			w.counter(s.ReplayRequests, "served")
+			w.counter(s.ReplayInvalid, "invalid")
+		}},
 }

@@ -205,11 +205,15 @@ func (f *fakePublisher) Snapshot() events.Stats { return events.Stats(*f) }
 // Every count of a publisher, in its metric.
 func TestPublisher(t *testing.T) {
 	src := &fakePublisher{Events: 40, Batches: 9, Published: 5, PublishedEvents: 30, Dropped: 3, Failed: 1,
-		DroppedEvents: 10, Invalid: 2, Queued: 4}
+		DroppedEvents: 10, Invalid: 2, Queued: 4, Delivered: 7, Undelivered: 2, Unheard: 1, Subscribers: 2,
+		Joined: 5, Left: 3, TimedOut: 1, ReplayRequests: 4, ReplayInvalid: 1}
 	want := `
 # HELP locus_kv_events_batches_total Batches sealed: the sequence numbers used.
 # TYPE locus_kv_events_batches_total counter
 locus_kv_events_batches_total{publisher="p"} 9
+# HELP locus_kv_events_delivered_batches_total Batch copies written to subscribers' connections, over all subscribers.
+# TYPE locus_kv_events_delivered_batches_total counter
+locus_kv_events_delivered_batches_total{publisher="p"} 7
 # HELP locus_kv_events_dropped_batches_total Batches lost: dropped because the queue was full, or refused by the socket.
 # TYPE locus_kv_events_dropped_batches_total counter
 locus_kv_events_dropped_batches_total{publisher="p",reason="buffer_full"} 3
@@ -229,6 +233,23 @@ locus_kv_events_published_events_total{publisher="p"} 30
 # HELP locus_kv_events_queued_batches Sealed batches waiting for the publisher's goroutine.
 # TYPE locus_kv_events_queued_batches gauge
 locus_kv_events_queued_batches{publisher="p"} 4
+# HELP locus_kv_events_replay_requests_total Replay requests: served, or malformed and ignored.
+# TYPE locus_kv_events_replay_requests_total counter
+locus_kv_events_replay_requests_total{publisher="p",result="invalid"} 1
+locus_kv_events_replay_requests_total{publisher="p",result="served"} 4
+# HELP locus_kv_events_subscriber_disconnects_total Subscriber connections lost; timed_out: cut after the write timeout (those are not counted in left).
+# TYPE locus_kv_events_subscriber_disconnects_total counter
+locus_kv_events_subscriber_disconnects_total{publisher="p",reason="left"} 2
+locus_kv_events_subscriber_disconnects_total{publisher="p",reason="timed_out"} 1
+# HELP locus_kv_events_subscribers Subscribers connected now.
+# TYPE locus_kv_events_subscribers gauge
+locus_kv_events_subscribers{publisher="p"} 2
+# HELP locus_kv_events_undelivered_batches_total Batch copies a subscriber did not get: its own queue full, its connection lost, or still queued when Close gave up.
+# TYPE locus_kv_events_undelivered_batches_total counter
+locus_kv_events_undelivered_batches_total{publisher="p"} 2
+# HELP locus_kv_events_unheard_batches_total Published batches no subscriber's subscription covered (before the first subscriber connected).
+# TYPE locus_kv_events_unheard_batches_total counter
+locus_kv_events_unheard_batches_total{publisher="p"} 1
 `
 	require.NoError(t, testutil.CollectAndCompare(metrics.NewPublisher("p", src), strings.NewReader(want)))
 	lint(t, metrics.NewPublisher("p", src))
