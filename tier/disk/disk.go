@@ -26,7 +26,6 @@ package disk
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"sync"
@@ -35,6 +34,7 @@ import (
 
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/tier"
+	"github.com/locus-go/locus/tier/internal/blockhdr"
 )
 
 // pageSize aligns slots: the logical block size O_DIRECT asks for on every
@@ -202,30 +202,30 @@ func (t *Tier) recover(have, size int64, want super) error {
 		case errors.Is(err, errEmpty):
 			t.recovery.Empty++
 			continue
-		case err != nil || h.length != uint32(t.bs):
+		case err != nil || h.Length != uint32(t.bs):
 			t.recovery.Discarded++
 			continue
-		case h.gen < s.floor:
+		case h.Gen < s.floor:
 			t.recovery.Stale++
 			continue
 		}
 		if _, err := t.f.ReadAt(payload, off+HeaderSize); err != nil {
 			return fmt.Errorf("disk: read slot %d: %w", slot, err)
 		}
-		if crc32.Checksum(payload, castagnoli) != h.sum {
+		if blockhdr.Checksum(payload) != h.Sum {
 			t.recovery.Discarded++
 			continue
 		}
-		t.nextGen = max(t.nextGen, h.gen+1)
-		r := tier.Recovered{Slot: slot, Key: h.key, Gen: h.gen}
-		if i, dup := best[h.key]; dup {
+		t.nextGen = max(t.nextGen, h.Gen+1)
+		r := tier.Recovered{Slot: slot, Key: h.Key, Gen: h.Gen}
+		if i, dup := best[h.Key]; dup {
 			t.recovery.Discarded++
-			if t.rec[i].Gen < h.gen {
+			if t.rec[i].Gen < h.Gen {
 				t.rec[i] = r
 			}
 			continue
 		}
-		best[h.key] = len(t.rec)
+		best[h.Key] = len(t.rec)
 		t.rec = append(t.rec, r)
 	}
 	t.recovery.Recovered = len(t.rec)
@@ -287,10 +287,10 @@ func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
 			time.Sleep(t.chunkPause)
 		}
 	}
-	h := header{gen: gen, key: k, length: uint32(len(src)), sum: crc32.Checksum(src, castagnoli)}
+	h := blockhdr.Header{Gen: gen, Key: k, Length: uint32(len(src)), Sum: blockhdr.Checksum(src)}
 	bp := t.bufs.Get().(*[]byte)
 	defer t.bufs.Put(bp)
-	h.put(*bp)
+	h.Put(*bp, slotMagic)
 	if _, err := t.f.WriteAt(*bp, off); err != nil {
 		return fmt.Errorf("disk: write slot %d: %w", slot, err)
 	}
@@ -319,13 +319,13 @@ func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("disk: slot %d: %w", slot, err)
-	case h.key != k || h.gen != gen || h.gen < t.floor.Load() || h.length != uint32(t.bs):
-		return fmt.Errorf("%w: disk: slot %d holds %v@%d, not %v@%d", tier.ErrCorrupt, slot, h.key, h.gen, k, gen)
+	case h.Key != k || h.Gen != gen || h.Gen < t.floor.Load() || h.Length != uint32(t.bs):
+		return fmt.Errorf("%w: disk: slot %d holds %v@%d, not %v@%d", tier.ErrCorrupt, slot, h.Key, h.Gen, k, gen)
 	}
 	if _, err := t.f.ReadAt(dst, off+HeaderSize); err != nil {
 		return fmt.Errorf("disk: read slot %d: %w", slot, err)
 	}
-	if crc32.Checksum(dst, castagnoli) != h.sum {
+	if blockhdr.Checksum(dst) != h.Sum {
 		return fmt.Errorf("%w: disk: slot %d: payload checksum", tier.ErrCorrupt, slot)
 	}
 	return nil

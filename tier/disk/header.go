@@ -6,94 +6,24 @@ import (
 	"hash/crc32"
 
 	"github.com/locus-go/locus/tier"
+	"github.com/locus-go/locus/tier/internal/blockhdr"
 )
 
-// The slot header, at the start of every slot, little-endian:
-//
-//	off size field
-//	  0    4 magic "LKVS"
-//	  4    2 version (1)
-//	  6    2 flags (0)
-//	  8    8 write generation (> 0)
-//	 16   32 key hash
-//	 48    4 key group
-//	 52    4 payload length (the tier's block size)
-//	 56    4 payload CRC-32C
-//	 60    4 header CRC-32C of bytes 0..59
-//
-// The payload follows at offset HeaderSize. A slot whose first HeaderSize
-// bytes are all zero is empty.
-const (
-	HeaderSize    = 64
-	headerVersion = 1
-)
+// Every slot starts with a block header (tier/internal/blockhdr) whose
+// magic is "LKVS" and whose writer is 0: the payload follows at offset
+// HeaderSize. A slot whose header is all zero is empty.
+const HeaderSize = blockhdr.Size
 
 var slotMagic = [4]byte{'L', 'K', 'V', 'S'}
 
-// castagnoli is CRC-32C, computed with the SSE4.2 / ARMv8 CRC instructions
-// where the CPU has them.
+// castagnoli is CRC-32C, for the superblock.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// header is one slot's header, parsed.
-type header struct {
-	gen    uint64
-	key    tier.Key
-	length uint32
-	sum    uint32 // payload CRC-32C
-}
-
-// put encodes h into b (HeaderSize bytes).
-func (h *header) put(b []byte) {
-	_ = b[HeaderSize-1]
-	copy(b[0:4], slotMagic[:])
-	binary.LittleEndian.PutUint16(b[4:], headerVersion)
-	binary.LittleEndian.PutUint16(b[6:], 0)
-	binary.LittleEndian.PutUint64(b[8:], h.gen)
-	copy(b[16:48], h.key.Hash[:])
-	binary.LittleEndian.PutUint32(b[48:], h.key.Group)
-	binary.LittleEndian.PutUint32(b[52:], h.length)
-	binary.LittleEndian.PutUint32(b[56:], h.sum)
-	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
-}
-
 // errEmpty is parseHeader's answer for an all-zero header.
-var errEmpty = fmt.Errorf("%w: empty slot", tier.ErrCorrupt)
+var errEmpty = blockhdr.ErrEmpty
 
-// parseHeader decodes and validates a slot header. It never panics: b of
-// any length and content gives a header or an error wrapping
-// tier.ErrCorrupt (errEmpty for an all-zero header).
-func parseHeader(b []byte) (header, error) {
-	if len(b) < HeaderSize {
-		return header{}, fmt.Errorf("%w: header of %d bytes", tier.ErrCorrupt, len(b))
-	}
-	b = b[:HeaderSize]
-	zero := true
-	for _, c := range b {
-		if c != 0 {
-			zero = false
-			break
-		}
-	}
-	if zero {
-		return header{}, errEmpty
-	}
-	if [4]byte(b[0:4]) != slotMagic {
-		return header{}, fmt.Errorf("%w: bad magic %q", tier.ErrCorrupt, b[0:4])
-	}
-	if got, want := crc32.Checksum(b[:60], castagnoli), binary.LittleEndian.Uint32(b[60:]); got != want {
-		return header{}, fmt.Errorf("%w: header checksum %08x, want %08x", tier.ErrCorrupt, got, want)
-	}
-	if v := binary.LittleEndian.Uint16(b[4:]); v != headerVersion || binary.LittleEndian.Uint16(b[6:]) != 0 {
-		return header{}, fmt.Errorf("%w: header version %d", tier.ErrCorrupt, v)
-	}
-	h := header{gen: binary.LittleEndian.Uint64(b[8:]), length: binary.LittleEndian.Uint32(b[52:]), sum: binary.LittleEndian.Uint32(b[56:])}
-	copy(h.key.Hash[:], b[16:48])
-	h.key.Group = binary.LittleEndian.Uint32(b[48:])
-	if h.gen == 0 {
-		return header{}, fmt.Errorf("%w: generation 0", tier.ErrCorrupt)
-	}
-	return h, nil
-}
+// parseHeader decodes and validates a slot header (see blockhdr.Parse).
+func parseHeader(b []byte) (blockhdr.Header, error) { return blockhdr.Parse(b, slotMagic) }
 
 // The superblock, the file's first superSize bytes, little-endian:
 //

@@ -3,10 +3,10 @@ package redis
 import (
 	"bytes"
 	"errors"
-	"hash/crc32"
 	"testing"
 
 	"github.com/locus-go/locus/tier"
+	"github.com/locus-go/locus/tier/internal/blockhdr"
 )
 
 // parseValue never panics, and accepts only a value whose header and
@@ -14,8 +14,8 @@ import (
 func FuzzParseValue(f *testing.F) {
 	good := make([]byte, HeaderSize+16)
 	copy(good[HeaderSize:], "0123456789abcdef")
-	h := header{writer: 1, gen: 2, key: tier.KeyOf([]byte("k"), 3), length: 16, sum: crc32.Checksum(good[HeaderSize:], castagnoli)}
-	h.put(good)
+	h := blockhdr.Header{Writer: 1, Gen: 2, Key: tier.KeyOf([]byte("k"), 3), Length: 16, Sum: blockhdr.Checksum(good[HeaderSize:])}
+	h.Put(good, magic)
 	f.Add(good)
 	f.Add(good[:HeaderSize])
 	f.Add([]byte("LKVR"))
@@ -29,7 +29,7 @@ func FuzzParseValue(f *testing.F) {
 			return
 		}
 		again := make([]byte, HeaderSize+len(payload))
-		h.put(again)
+		h.Put(again, magic)
 		copy(again[HeaderSize:], payload)
 		if !bytes.Equal(again, b) {
 			t.Fatalf("accepted %x, encodes back to %x", b, again)

@@ -53,7 +53,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"net"
 	"strconv"
 	"sync"
@@ -65,6 +64,7 @@ import (
 
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/tier"
+	"github.com/locus-go/locus/tier/internal/blockhdr"
 )
 
 // Medium is the medium a Tier reports on its events unless WithMedium says
@@ -396,8 +396,8 @@ func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
 	bp := t.bufs.Get().(*[]byte)
 	defer t.bufs.Put(bp)
 	v := *bp
-	h := header{writer: t.writer, gen: gen, key: k, length: uint32(t.bs), sum: crc32.Checksum(src, castagnoli)}
-	h.put(v)
+	h := blockhdr.Header{Writer: t.writer, Gen: gen, Key: k, Length: uint32(t.bs), Sum: blockhdr.Checksum(src)}
+	h.Put(v, magic)
 	copy(v[HeaderSize:], src)
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.timeout)
 	defer cancel()
@@ -430,12 +430,12 @@ func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
 	h, payload, err := parseValue(v)
 	switch {
 	case err != nil:
-	case h.key != k:
-		err = fmt.Errorf("%w: holds %v, want %v", tier.ErrCorrupt, h.key, k)
-	case int(h.length) != t.bs:
-		err = fmt.Errorf("%w: block of %d bytes, want %d", tier.ErrCorrupt, h.length, t.bs)
-	case h.writer == t.writer && h.gen != gen:
-		err = fmt.Errorf("%w: generation %d, want %d (stale)", tier.ErrCorrupt, h.gen, gen)
+	case h.Key != k:
+		err = fmt.Errorf("%w: holds %v, want %v", tier.ErrCorrupt, h.Key, k)
+	case int(h.Length) != t.bs:
+		err = fmt.Errorf("%w: block of %d bytes, want %d", tier.ErrCorrupt, h.Length, t.bs)
+	case h.Writer == t.writer && h.Gen != gen:
+		err = fmt.Errorf("%w: generation %d, want %d (stale)", tier.ErrCorrupt, h.Gen, gen)
 	}
 	if err != nil {
 		t.corrupt.Add(1)
@@ -443,7 +443,7 @@ func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
 	}
 	copy(dst, payload)
 	t.reads.Add(1)
-	if h.writer != t.writer {
+	if h.Writer != t.writer {
 		t.foreign.Add(1)
 	}
 	return nil
