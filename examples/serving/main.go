@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -60,6 +61,8 @@ func main() {
 	var o observer
 	flag.StringVar(&o.events, "events", "", "shared scenario: publish KV cache events in vLLM's format on this ZMQ endpoint, e.g. tcp://127.0.0.1:5557")
 	flag.StringVar(&o.topic, "topic", events.Topic("serving", "toy"), "topic of the KV events")
+	flag.IntVar(&o.subscribers, "subscribers", 0, "with -events: wait for this many subscribers (at most -wait) before serving, so that none misses the first batches")
+	flag.DurationVar(&o.wait, "wait", 10*time.Second, "with -subscribers: how long to wait for them")
 	flag.Parse()
 	run := serve
 	switch *scenario {

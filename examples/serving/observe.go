@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,11 @@ type observer struct {
 	reg    prometheus.Registerer // nil: no metrics
 	events string                // ZMQ endpoint of the KV events; "": none
 	topic  string
+	// subscribers is how many event subscribers to wait for, at most
+	// wait, before the first step: batches published before a subscriber
+	// connects are lost to it (ZMQ's slow joiner).
+	subscribers int
+	wait        time.Duration
 
 	pub *events.Publisher
 }
@@ -49,6 +55,13 @@ func (o *observer) managerOptions() ([]kv.Option, error) {
 	if err := o.register(metrics.NewPublisher("kv", pub)); err != nil {
 		return nil, errors.Join(err, pub.Close())
 	}
+	if o.subscribers > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), o.wait)
+		defer cancel()
+		if err := pub.WaitSubscribers(ctx, o.subscribers); err != nil {
+			return nil, errors.Join(fmt.Errorf("waiting for %d event subscribers: %w", o.subscribers, err), pub.Close())
+		}
+	}
 	return []kv.Option{kv.WithSubscriber(pub.Subscriber())}, nil
 }
 
@@ -70,8 +83,8 @@ func (o *observer) close(out io.Writer) error {
 	}
 	err := o.pub.Close()
 	st := o.pub.Snapshot()
-	fmt.Fprintf(out, "kv events: %d batches of %d events published on %s, %d batches dropped\n",
-		st.Published, st.PublishedEvents, where, st.Dropped+st.Failed)
+	fmt.Fprintf(out, "kv events: %d batches of %d events published on %s, %d batches dropped, %d before any subscriber\n",
+		st.Published, st.PublishedEvents, where, st.Dropped+st.Failed, st.Unheard)
 	return err
 }
 
