@@ -253,3 +253,41 @@ func TestAllocDrainsPastRejects(t *testing.T) {
 	require.Equal(t, uint64(5), st.Rejected)
 	require.Equal(t, 2, st.Live)
 }
+
+// Senders counts the open senders: made and not yet closed.
+func TestSendersCount(t *testing.T) {
+	hb, err := heap.New(64, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.New(hb, mustShared(t), lifo.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ss []*pool.Sender
+	for i := 1; i <= 3; i++ {
+		s, _ := p.NewSender()
+		ss = append(ss, s)
+		if n := p.Senders(); n != i {
+			t.Fatalf("%d senders made, Senders() = %d", i, n)
+		}
+	}
+	_ = ss[1].Close()
+	_ = ss[1].Close()
+	if n := p.Senders(); n != 2 {
+		t.Fatalf("after one Close (twice): %d", n)
+	}
+	_ = p.Close()
+	if n := p.Senders(); n != 0 {
+		t.Fatalf("after the pool's Close: %d", n)
+	}
+}
+
+func mustShared(t *testing.T) *shared.Transport {
+	t.Helper()
+	tr, err := shared.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
