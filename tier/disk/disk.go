@@ -238,23 +238,41 @@ func (t *Tier) offset(slot int) int64 { return superSize + int64(slot)*int64(t.s
 func (t *Tier) Medium() tier.Medium { return tier.MediumDisk }
 
 // BlockSize returns the size of a block.
-func (t *Tier) BlockSize() int { return t.bs }
+func (t *Tier) BlockSize() int {
+	if t == nil {
+		return 0
+	}
+	return t.bs
+}
 
 // Slots returns the number of slots.
-func (t *Tier) Slots() int { return t.slots }
+func (t *Tier) Slots() int {
+	if t == nil {
+		return 0
+	}
+	return t.slots
+}
 
 // Recovery returns what Open found in the file.
-func (t *Tier) Recovery() Recovery { return t.recovery }
+func (t *Tier) Recovery() Recovery {
+	if t == nil {
+		return Recovery{}
+	}
+	return t.recovery
+}
 
 // Recovered returns the blocks Open found complete, and the next write
 // generation: above every generation in the file and the Reset floor.
 func (t *Tier) Recovered() ([]tier.Recovered, uint64) {
+	if t == nil {
+		return nil, 1
+	}
 	return append([]tier.Recovered(nil), t.rec...), t.nextGen
 }
 
 func (t *Tier) check(slot int, b []byte) error {
 	switch {
-	case t.closed.Load():
+	case t == nil || t.f == nil || t.closed.Load():
 		return pool.ErrClosed
 	case slot < 0 || slot >= t.slots:
 		return fmt.Errorf("%w: disk: slot %d of %d", pool.ErrInvalidArgument, slot, t.slots)
@@ -334,7 +352,7 @@ func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
 // Reset records floor in the superblock (synced): blocks written below it
 // are never read or recovered again.
 func (t *Tier) Reset(floor uint64) error {
-	if t.closed.Load() {
+	if t == nil || t.f == nil || t.closed.Load() {
 		return pool.ErrClosed
 	}
 	t.floor.Store(floor)
@@ -343,7 +361,7 @@ func (t *Tier) Reset(floor uint64) error {
 
 // Close closes the file. Later calls do nothing.
 func (t *Tier) Close() error {
-	if t.closed.Swap(true) {
+	if t == nil || t.closed.Swap(true) || t.f == nil {
 		return nil
 	}
 	return t.f.Close()

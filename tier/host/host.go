@@ -190,23 +190,38 @@ func New(blockSize, blocks int, opts ...Option) (*Tier, error) {
 func (t *Tier) Medium() tier.Medium { return tier.MediumCPU }
 
 // BlockSize returns the size of a row.
-func (t *Tier) BlockSize() int { return t.bs }
+func (t *Tier) BlockSize() int {
+	if t == nil {
+		return 0
+	}
+	return t.bs
+}
 
 // Slots returns the number of rows.
-func (t *Tier) Slots() int { return len(t.rows) }
+func (t *Tier) Slots() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.rows)
+}
 
 // Bytes returns the capacity in bytes: exactly BlockSize × Slots.
-func (t *Tier) Bytes() int64 { return int64(t.bs) * int64(len(t.rows)) }
+func (t *Tier) Bytes() int64 {
+	if t == nil {
+		return 0
+	}
+	return int64(t.bs) * int64(len(t.rows))
+}
 
 // Mapped reports whether the region is a mapping (false: the Go heap).
-func (t *Tier) Mapped() bool { return t.mapped != nil }
+func (t *Tier) Mapped() bool { return t != nil && t.mapped != nil }
 
 // Slot returns row i's memory, for an engine that copies itself (a DMA
 // into the slots of a tier.Manager's PrepareStore plan); nil for an i out
 // of range or after Close. The Manager's slot states say when a row may
 // be written or read.
 func (t *Tier) Slot(i int) []byte {
-	if t.closed || i < 0 || i >= len(t.rows) {
+	if t == nil || t.closed || i < 0 || i >= len(t.rows) {
 		return nil
 	}
 	return t.rows[i]
@@ -214,7 +229,7 @@ func (t *Tier) Slot(i int) []byte {
 
 func (t *Tier) check(slot int, b []byte) error {
 	switch {
-	case t.closed:
+	case t == nil || t.rows == nil || t.closed:
 		return pool.ErrClosed
 	case slot < 0 || slot >= len(t.rows):
 		return fmt.Errorf("%w: host: slot %d of %d", pool.ErrInvalidArgument, slot, len(t.rows))
@@ -254,13 +269,16 @@ func (t *Tier) Recovered() ([]tier.Recovered, uint64) { return nil, 1 }
 
 // Reset makes every block written below floor unreadable.
 func (t *Tier) Reset(floor uint64) error {
+	if t == nil || t.rows == nil {
+		return pool.ErrClosed
+	}
 	t.floor.Store(floor)
 	return nil
 }
 
 // Close unregisters and releases the region. Later calls do nothing.
 func (t *Tier) Close() error {
-	if t.closed {
+	if t == nil || t.closed || t.p == nil {
 		return nil
 	}
 	t.closed = true
