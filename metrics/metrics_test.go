@@ -395,3 +395,33 @@ func checkScrape(t *testing.T, mfs []*dto.MetricFamily, last map[string]float64,
 		}
 	}
 }
+
+// NewVLLM exports a manager under vLLM's names, which dashboards and
+// routers already read.
+func TestVLLM(t *testing.T) {
+	src := fakeManager{Capacity: 100, TokensPerBlock: 16, InUse: 25, Cached: 30, Free: 45, QueryTokens: 640, HitTokens: 320, Preemptions: 3}
+	want := `
+# HELP vllm:cache_config_info Information of the KV cache configuration.
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",engine="0",model_name="llama",num_gpu_blocks="100"} 1
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="llama"} 0.25
+# HELP vllm:num_preemptions_total Cumulative number of preemptions from the engine.
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="llama"} 3
+# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="llama"} 320
+# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="llama"} 640
+`
+	require.NoError(t, testutil.CollectAndCompare(metrics.NewVLLM("llama", src), strings.NewReader(want)))
+	reg := prometheus.NewRegistry()
+	require.Error(t, reg.Register(metrics.NewVLLM("llama", nil)), "a nil source registers")
+}
+
+type fakeManager kv.Stats
+
+func (f fakeManager) Snapshot() kv.Stats { return kv.Stats(f) }
