@@ -31,6 +31,10 @@ type ChatConfig struct {
 	BlockSize     int // tokens per block
 	Blocks        int // pool capacity of the shared run (4 KiB blocks)
 	Seed          uint64
+	// Hash is the shared run's block hash (0: kv's default, SHA256CBOR):
+	// hashing every prompt block is most of what the prefix cache costs,
+	// and XXH3CBOR costs a fraction of SHA256CBOR.
+	Hash kv.HashAlgo
 }
 
 // DefaultChat is the trace the scoreboard runs: 64 conversations of 4 turns
@@ -236,7 +240,11 @@ func runChatShared(plan *ChatPlan, res *ChatResult) (time.Duration, error) {
 		return 0, err
 	}
 	defer p.Close()
-	m, err := kv.New(p, kv.WithTokensPerBlock(plan.Config.BlockSize))
+	opts := []kv.Option{kv.WithTokensPerBlock(plan.Config.BlockSize)}
+	if plan.Config.Hash != 0 {
+		opts = append(opts, kv.WithHash(plan.Config.Hash, ""))
+	}
+	m, err := kv.New(p, opts...)
 	if err != nil {
 		return 0, err
 	}

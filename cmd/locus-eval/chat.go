@@ -10,6 +10,7 @@ import (
 
 	"github.com/locus-go/locus/bench"
 	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
+	"github.com/locus-go/locus/kv"
 )
 
 // Bounds on the chat trace, so that a flag cannot ask for more memory than
@@ -36,6 +37,7 @@ type chatDoc struct {
 		BlockSize     int    `json:"block_size"`
 		Blocks        int    `json:"blocks"`
 		Seed          uint64 `json:"seed"`
+		Hash          string `json:"hash"`
 		Traces        int    `json:"traces"`
 	} `json:"config"`
 	Requests     int     `json:"requests"`
@@ -80,6 +82,7 @@ Flags:
 	fs.IntVar(&cfg.BlockSize, "block-size", cfg.BlockSize, "tokens per block")
 	fs.IntVar(&cfg.Blocks, "blocks", cfg.Blocks, fmt.Sprintf("blocks of the shared run's pool (at most %d)", maxChatBlocks))
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the schedule")
+	hash := fs.String("hash", "sha256_cbor", "block hash of the shared run: sha256_cbor (vLLM's default) or xxhash_cbor (a fraction of the cost)")
 	traces := fs.Int("traces", 5, fmt.Sprintf("replays of the trace per run; the time is their median (1 to %d)", maxChatTraces))
 	asJSON := fs.Bool("json", false, "print a JSON document instead of the table")
 	if err := fs.Parse(args); err != nil {
@@ -87,6 +90,10 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if cfg.Hash, err = parseHash(*hash); err != nil {
+		return err
 	}
 	if err := checkChat(cfg, *traces); err != nil {
 		return err
@@ -128,6 +135,24 @@ func checkChat(cfg bench.ChatConfig, traces int) error {
 	return nil
 }
 
+// hashName is the name -hash takes for a, the default's for 0.
+func hashName(a kv.HashAlgo) string {
+	if a == 0 {
+		a = kv.SHA256CBOR
+	}
+	return a.String()
+}
+
+// parseHash parses -hash: sha256_cbor or xxhash_cbor, vLLM's names.
+func parseHash(s string) (kv.HashAlgo, error) {
+	for _, a := range []kv.HashAlgo{kv.SHA256CBOR, kv.XXH3CBOR} {
+		if a.String() == s {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: -hash %q: want sha256_cbor or xxhash_cbor", eval.ErrConfig, s)
+}
+
 // chatFlags are the flags of ChatConfig's fields, for errors that name
 // what the user typed.
 var chatFlags = strings.NewReplacer("Conversations ", "-conversations ", "Turns ", "-turns ", "SystemPrompts ", "-systems ",
@@ -147,6 +172,7 @@ func chatDocOf(cfg bench.ChatConfig, traces int, r bench.ChatResult) chatDoc {
 	c.Conversations, c.Turns, c.SystemPrompts, c.SystemTokens = cfg.Conversations, cfg.Turns, cfg.SystemPrompts, cfg.SystemTokens
 	c.UserTokens, c.ReplyTokens, c.ThinkSteps, c.Stagger = cfg.UserTokens, cfg.ReplyTokens, cfg.ThinkSteps, cfg.Stagger
 	c.BlockSize, c.Blocks, c.Seed, c.Traces = cfg.BlockSize, cfg.Blocks, cfg.Seed, traces
+	c.Hash = hashName(cfg.Hash)
 	return d
 }
 
@@ -156,7 +182,8 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 func writeChat(w io.Writer, cfg bench.ChatConfig, traces int, r bench.ChatResult) error {
 	fmt.Fprintf(w, "chat trace: %d conversations × %d turns, %d system prompts of %d tokens, %d user + %d reply tokens per turn,\n",
 		cfg.Conversations, cfg.Turns, cfg.SystemPrompts, cfg.SystemTokens, cfg.UserTokens, cfg.ReplyTokens)
-	fmt.Fprintf(w, "%d tokens per block; %d requests over %d steps; median of %d traces per run\n\n", cfg.BlockSize, r.Requests, r.Steps, traces)
+	fmt.Fprintf(w, "%d tokens per block, %s block hashes; %d requests over %d steps; median of %d traces per run\n\n",
+		cfg.BlockSize, hashName(cfg.Hash), r.Requests, r.Steps, traces)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "\tshared prefixes (kv.Manager)\tprivate (kv.Table per request)\tshared / private\t\n")
 	fmt.Fprintf(tw, "blocks held, peak\t%d\t%d\t%.2f\t\n", r.PeakShared, r.PeakPrivate, float64(r.PeakShared)/float64(r.PeakPrivate))

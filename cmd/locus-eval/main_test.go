@@ -224,6 +224,7 @@ func TestBadFlags(t *testing.T) {
 		{"chat", "-think", "-1"},
 		{"chat", "-systems", "0"},
 		{"chat", "-blocks", "0"},
+		{"chat", "-hash", "md5"},
 		{"scale", "-producers", "2,4"},
 		{"scale", "-producers", "1,4,2"},
 		{"scale", "-producers", "1,1"},
