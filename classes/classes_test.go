@@ -383,3 +383,12 @@ func TestNewSenderRace(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// reclass returns h with its class index replaced by k: a forged handle.
+func reclass(h classes.Handle, k int) classes.Handle {
+	b, _ := h.MarshalBinary()
+	b[pool.HandleSize] = byte(k)
+	var out classes.Handle
+	_ = out.UnmarshalBinary(b)
+	return out
+}
