@@ -27,6 +27,7 @@ const usageText = `Usage:
   locus-eval frag [flags]             external fragmentation of first fit, best fit and size classes
   locus-eval chat [flags]             a chat-shaped KV trace: blocks held with and without prefix sharing, hit rate
   locus-eval scale [flags]            many workers freeing at once: the free-cycle at 1 to 16 workers, traces with more
+  locus-eval tiers [flags]            offload tiers beside memmove and the file's pwrite/pread; ADR-006's adapter targets
 
 Every contender of a workload is opened in one process and timed in short blocks whose order changes every
 round; ratios to locus-mailbox are medians of per-round ratios over -runs processes, with 99 % intervals; a
@@ -87,7 +88,7 @@ func runScoreboard(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (subcommands: thread, report, compare, frag, chat, scale)", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (subcommands: thread, report, compare, frag, chat, scale, tiers)", fs.Arg(0))
 	}
 	if *list {
 		printList(stdout)
