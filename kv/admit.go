@@ -40,14 +40,19 @@ type Admission struct {
 	// Blocks is how many blocks the sequence would occupy.
 	Blocks int
 	// CachedTokens is how many of its first tokens the prefix cache holds:
-	// what Admit would return as its second result.
+	// what Admit would return as its second result (with tiers, the
+	// blocks it would load from them included).
 	CachedTokens int
 	// Need is how many blocks Admit would allocate: Blocks less the
-	// cached ones it reuses.
+	// pool blocks it reuses.
 	Need int
 	// Available is how many blocks it could take now: free blocks, and
 	// cached blocks it may evict (not counting the ones it reuses).
 	Available int
+	// LoadBlocks is how many of the cached blocks would be loaded from
+	// tiers (WithTiers) into blocks Admit allocates: they count in
+	// CachedTokens and in Need.
+	LoadBlocks int
 }
 
 // Shortfall returns how many more blocks must come back before the
@@ -75,28 +80,49 @@ func (m *Manager) CanAdmit(tokens []uint32, key Key) (Admission, error) {
 	}
 	n := len(tokens)
 	hits, listedHits := 0, 0
-	if m.cfg.caching && n > 0 {
-		var parent Hash
-		for i := range (n - 1) / m.bs { // never the block of the last token
-			parent = m.hasher.Block(parent, tokens[i*m.bs:(i+1)*m.bs], key)
-			bi, ok := m.index[parent]
-			if !ok {
-				break
-			}
-			hits++
-			if m.blocks[bi].listed {
-				listedHits++
-			}
+	if !m.cfg.caching || n == 0 {
+		return m.admission(m.blocksFor(n), 0, 0), nil
+	}
+	var parent Hash
+	maxHit := (n - 1) / m.bs // never the block of the last token
+	for i := range maxHit {
+		parent = m.hasher.Block(parent, tokens[i*m.bs:(i+1)*m.bs], key)
+		bi, ok := m.index[parent]
+		if !ok {
+			break
+		}
+		hits++
+		if m.blocks[bi].listed {
+			listedHits++
 		}
 	}
-	return m.admission(m.blocksFor(n), hits, listedHits), nil
+	a := m.admission(m.blocksFor(n), hits, listedHits)
+	if len(m.tiers) > 0 && hits < maxHit {
+		// The tiers' part of the prefix, from the pool's first miss on.
+		m.hashes = append(m.hashes[:0], parent)
+		for i := hits + 1; i < maxHit; i++ {
+			parent = m.hasher.Block(parent, tokens[i*m.bs:(i+1)*m.bs], key)
+			m.hashes = append(m.hashes, parent)
+		}
+		m.withLoads(&a, m.hashes)
+	}
+	return a, nil
+}
+
+// withLoads adds to a the loads of the blocks of hashes, those right after
+// its pool hits, that Admit would make.
+func (m *Manager) withLoads(a *Admission, hashes []Hash) {
+	k, _ := m.tierPlan(hashes, false)
+	a.LoadBlocks = k
+	a.CachedTokens += k * m.bs
 }
 
 // Lookup returns how many of the first tokens of a prompt the prefix cache
 // holds, in whole blocks, without admitting it: what Admit would return
 // as its second result (never the block of the last token, which the
-// engine computes again to sample from). It changes nothing and counts
-// nothing in Stats' hit rate; with prefix caching off it returns 0.
+// engine computes again to sample from), tier hits it would load
+// included. It changes nothing and counts nothing in Stats' hit rate (nor
+// in the tiers' lookups); with prefix caching off it returns 0.
 //
 // Use it to plan a chunked prefill: admit the cached prefix and the first
 // chunk together, Admit(tokens[:cached+chunk], key), so that the whole hit
@@ -172,9 +198,10 @@ func (m *Manager) Preempt(id SeqID) (Admission, error) {
 	m.releaseSeq(si)
 	m.st.Preemptions++
 	err = m.flushFree()
-	hits, listedHits := 0, 0
+	hits, listedHits, maxHit := 0, 0, 0
 	if n > 0 {
-		for _, h := range m.hashes[:min(len(m.hashes), (n-1)/m.bs)] {
+		maxHit = min(len(m.hashes), (n-1)/m.bs)
+		for _, h := range m.hashes[:maxHit] {
 			bi, ok := m.index[h]
 			if !ok {
 				break
@@ -185,5 +212,9 @@ func (m *Manager) Preempt(id SeqID) (Admission, error) {
 			}
 		}
 	}
-	return m.admission(m.blocksFor(n), hits, listedHits), err
+	a := m.admission(m.blocksFor(n), hits, listedHits)
+	if len(m.tiers) > 0 && hits < maxHit {
+		m.withLoads(&a, m.hashes[hits:maxHit])
+	}
+	return a, err
 }

@@ -60,14 +60,14 @@ func (m *Manager) check() error {
 			return fmt.Errorf("block %d: ref %d, held by %d sequences", i, b.ref, refs[i])
 		}
 		if !b.held {
-			if b.ref != 0 || b.pins != 0 || b.listed || !b.hash.IsZero() || b.heap >= 0 {
+			if b.ref != 0 || b.pins != 0 || b.copies != 0 || b.loading || b.evictAfter || b.listed || !b.hash.IsZero() || b.heap >= 0 {
 				return fmt.Errorf("block %d is in the pool but has state %+v", i, *b)
 			}
 			continue
 		}
 		held++
 		switch {
-		case b.ref > 0 || b.pins > 0:
+		case b.ref > 0 || b.pins > 0 || b.copies > 0:
 			inUse++
 			if b.listed {
 				return fmt.Errorf("block %d is in use and in the eviction order", i)
@@ -131,5 +131,5 @@ func (m *Manager) check() error {
 	if m.pinned > m.maxPinned {
 		return fmt.Errorf("%d blocks pinned, at most %d allowed", m.pinned, m.maxPinned)
 	}
-	return nil
+	return m.checkTiers()
 }

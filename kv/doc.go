@@ -32,6 +32,31 @@
 // no block is hashed with a rejected token in it. WithPrefixCaching(false)
 // turns the cache off; BlockBytes sizes a block from a model's shape.
 //
+// # Offload tiers
+//
+// WithTiers puts tiers (a *tier.Manager over tier/host, tier/disk or a
+// Storage of your own, hottest first) behind the pool. Every block that
+// enters the prefix cache is stored into every tier at the next Drain
+// (WriteThrough, vLLM's write-through; WriteBack stores only what the
+// watermarks evict), on the tiers' copy workers; the pool block is held,
+// counted in Stats.InFlight within InUse, until the Drain that applies the
+// store's completion, so no copy reads a block being reused. Admit finds
+// the longest prefix across the pool and the tiers: a block a tier holds
+// is loaded, from the hottest tier that holds it, into a fresh block
+// (a disk hit goes straight to the pool, and write-through then puts it
+// into the host tier too). A LoadPolicy (default CostPolicy, fed by
+// LoadCost and the bandwidth measured from completed loads) decides how
+// much of that prefix to load rather than compute, so that a hit is never
+// slower than recomputing. The sequence is not Ready until its loads
+// complete at a Drain; a load that fails, goes stale (tier.Reset) or is
+// abandoned (the tier closed) is never served: the blocks from it on
+// become blocks to compute, and Ready says how many tokens are final.
+// Sources gives each block's origin; Stats.Tiers the hits per tier.
+//
+// With tiers, call Drain once per step after the step's forward pass: it
+// applies the copies' completions and starts the stores of the blocks
+// completed before it, whose KV the engine has computed by then.
+//
 // # Compatibility with vLLM and its routers
 //
 // The default hash is vLLM's "sha256_cbor": SHA-256 over the canonical CBOR
@@ -56,7 +81,8 @@
 // # Accounting
 //
 // Every block is free, cached or in use, and Free + Cached + InUse ==
-// Capacity in every Stats (pinned blocks count within InUse). Built with
+// Capacity in every Stats (pinned blocks and blocks held by tier copies
+// count within InUse). Built with
 // -race or -tags locus_invariants, the manager checks its whole state
 // against that identity at every Stats and Drain.
 package kv

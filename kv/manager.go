@@ -16,6 +16,7 @@ import (
 	"github.com/locus-go/locus/internal/sysmem"
 	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/tier"
 	"github.com/locus-go/locus/transport/mailbox"
 )
 
@@ -121,6 +122,26 @@ type Manager struct {
 	checkRefs []int32 // invariant builds: scratch of check
 
 	pub snapshot.Cell[Stats]
+
+	// Offload tiers (WithTiers); see tiers.go.
+	tiers      []tierState
+	blockBytes int
+	demote     []demotion // blocks held for a store at a later Drain
+	xfers      []xfer
+	freeX      []int32
+	byJob      map[xferKey]int32
+	drains     uint64 // Drains so far
+	inFlight   int    // blocks with copies > 0
+	demoting   int    // write-back victims awaiting their stores
+	query      LoadQuery
+	// Scratch of the tier paths.
+	tkeys []tier.Key
+	tres  []tier.Result
+	srcT  []int
+	tpos  []int32
+	batch []int32
+	srcs  [][]byte
+	tdone []tier.Done
 }
 
 type blockMeta struct {
@@ -134,6 +155,9 @@ type blockMeta struct {
 	prio       Priority
 	held       bool
 	listed     bool
+	loading    bool  // a load into it is in flight: its bytes are not KV yet
+	evictAfter bool  // write-back: evicted once its stores complete
+	copies     int32 // holds of copies: queued or running stores, a running load
 }
 
 type seq struct {
@@ -144,6 +168,13 @@ type seq struct {
 	key     Key
 	hashes  []Hash   // chain hashes of the full blocks (with prefix caching)
 	partial []uint32 // tokens of the partial last block
+
+	// The admission's plan (see Sources): hot pool hits, then loaded
+	// blocks from tiers tierOf, of which the first valid-hot served.
+	hot, loaded, valid int
+	tierOf             []int
+	loads              int      // load jobs in flight: not Ready while > 0
+	deferred           []uint32 // tokens of the full blocks after hot, indexed when the loads end
 }
 
 // parent returns the hash of the sequence's last full block: the parent of
@@ -178,6 +209,10 @@ func New(p BlockPool, opts ...Option) (*Manager, error) {
 		o.apply(&cfg)
 	}
 	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	bb, err := cfg.validateTiers(p)
+	if err != nil {
 		return nil, err
 	}
 	n := p.Capacity()
@@ -221,6 +256,15 @@ func New(p BlockPool, opts ...Option) (*Manager, error) {
 		m.checkRefs = make([]int32, n)
 	}
 	m.st.Capacity, m.st.TokensPerBlock = n, m.bs
+	if len(cfg.tiers) > 0 {
+		m.blockBytes = bb
+		m.tiers = make([]tierState, len(cfg.tiers))
+		for i, t := range cfg.tiers {
+			m.tiers[i].t = t
+		}
+		m.byJob = make(map[xferKey]int32)
+		m.query = LoadQuery{TokensPerBlock: m.bs, BlockBytes: bb, ComputePerToken: cfg.cost.ComputePerToken, Overhead: cfg.cost.Overhead}
+	}
 	m.pub.Init(m.stats())
 	return m, nil
 }
@@ -266,6 +310,17 @@ var errClosedManager = fmt.Errorf("kv: manager closed: %w", pool.ErrClosed)
 // never the block holding the last prompt token, which the engine computes
 // again to sample from (as vLLM does), and allocates the other blocks.
 // Blocks that become full enter the prefix cache.
+//
+// With tiers (WithTiers), the cached prefix continues past the pool's hits
+// with the blocks the tiers hold, as far as the load policy finds loading
+// them cheaper than computing them: those are loaded into fresh blocks,
+// and counted in the tokens returned. The sequence then waits for its
+// loads: Ready says when (after a Drain) and how many tokens are final,
+// Sources says where each block comes from. A block whose store into a
+// tier is still in flight (tier.HitPending) ends the prefix. The full
+// blocks computed after loaded ones enter the prefix cache at the
+// sequence's next Append, Reserve, Accept or Fork (the sign that the
+// engine has run it), not before.
 //
 // Admit is all or nothing: if the free blocks and the cached blocks it may
 // evict cannot cover the blocks it must allocate, it changes nothing and
@@ -332,13 +387,20 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 		s.blocks = append(s.blocks, h)
 	}
 	s.tokens = n
-	s.hashes = append(s.hashes, m.hashes[:hits]...)
+	s.hot, s.valid = hits, hits
 	if m.cfg.caching {
-		for i := hits; i < full; i++ {
-			m.store(s, i, m.hashes[i], tokens[i*bs:(i+1)*bs])
-		}
-		m.flushStored(s.key)
+		s.hashes = append(s.hashes, m.hashes[:full]...)
 	}
+	if m.cfg.caching && (len(m.tiers) == 0 || !m.admitTiers(id, si, tokens, hits, maxHit, full)) {
+		s = &m.seqs[si]
+		if s.loaded == 0 {
+			for i := hits; i < full; i++ {
+				m.indexBlock(s, i, tokens[i*bs:(i+1)*bs])
+			}
+			m.flushStored(s.key)
+		}
+	}
+	s = &m.seqs[si]
 	s.partial = append(s.partial, tokens[full*bs:]...)
 	if !m.cfg.caching {
 		return id, 0, nil
@@ -347,7 +409,7 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 	m.st.HitTokens += uint64(hits * bs)
 	m.st.QueryBlocks += uint64(full)
 	m.st.HitBlocks += uint64(hits)
-	return id, hits * bs, nil
+	return id, s.valid * bs, nil
 }
 
 // Append grows a live sequence by tokens: a decode step, or the next chunk
@@ -377,6 +439,12 @@ func (m *Manager) Append(id SeqID, tokens []uint32) error {
 // or nothing.
 func (m *Manager) extend(si uint32, tokens []uint32, look int) error {
 	s := &m.seqs[si]
+	if s.loads > 0 {
+		return ErrNotReady
+	}
+	if len(s.deferred) > 0 {
+		m.indexDeferred(s)
+	}
 	bs := m.bs
 	if len(tokens) > maxInt-s.tokens || look > maxInt-s.tokens-len(tokens) {
 		return fmt.Errorf("kv: %w: append %d tokens and %d slots to %d", pool.ErrInvalidArgument, len(tokens), look, s.tokens)
@@ -469,8 +537,19 @@ func (m *Manager) complete(s *seq, i int, tokens []uint32) {
 
 // store records that block i of s is full with hash h; see complete.
 func (m *Manager) store(s *seq, i int, h Hash, tokens []uint32) {
-	parent := s.parent()
 	s.hashes = append(s.hashes, h)
+	m.indexBlock(s, i, tokens)
+}
+
+// indexBlock enters full block i of s, of hash s.hashes[i] and tokens,
+// into the prefix cache, unless an equal block is cached already; with
+// write-through tiers it queues the block's store for the next Drain.
+func (m *Manager) indexBlock(s *seq, i int, tokens []uint32) {
+	h := s.hashes[i]
+	var parent Hash
+	if i > 0 {
+		parent = s.hashes[i-1]
+	}
 	bi := int32(s.blocks[i].Index())
 	if _, dup := m.index[h]; dup {
 		m.flushStored(s.key) // the run of stored blocks breaks here
@@ -479,6 +558,9 @@ func (m *Manager) store(s *seq, i int, h Hash, tokens []uint32) {
 	m.index[h] = bi
 	m.blocks[bi].hash = h
 	m.st.Stored++
+	if len(m.tiers) > 0 && m.cfg.demotion == WriteThrough {
+		m.queue(bi, m.drains+1) // its KV is computed by the next Drain
+	}
 	if m.cfg.subscriber != nil {
 		if len(m.storedHash) == 0 {
 			m.event.Parent = parent
@@ -547,11 +629,14 @@ func (m *Manager) own(h pool.Handle) {
 // acquire adds a reference to cached or held block i.
 func (m *Manager) acquire(i int32) {
 	b := &m.blocks[i]
-	if b.ref == 0 && b.pins == 0 {
+	if b.ref == 0 && b.pins == 0 && b.copies == 0 {
 		m.unlink(i)
 		m.inUse++
 	}
 	b.ref++
+	if b.evictAfter {
+		m.rescue(i)
+	}
 }
 
 // drop removes a reference from block i. A block nobody holds any more
@@ -560,10 +645,18 @@ func (m *Manager) acquire(i int32) {
 func (m *Manager) drop(i int32) {
 	b := &m.blocks[i]
 	b.ref--
-	if b.ref > 0 || b.pins > 0 {
+	if b.ref > 0 || b.pins > 0 || b.copies > 0 {
 		return
 	}
 	m.inUse--
+	m.settle(i)
+}
+
+// settle puts block i, which nothing holds any more, where it goes: the
+// eviction order if it is cached, else the pool (or the eviction order,
+// with QueueFreedBehindCached).
+func (m *Manager) settle(i int32) {
+	b := &m.blocks[i]
 	if !b.hash.IsZero() {
 		m.push(i) // cached: evictable at its priority
 		return
@@ -653,6 +746,12 @@ func (m *Manager) Fork(id SeqID) (SeqID, error) {
 	if err != nil {
 		return SeqID{}, err
 	}
+	if m.seqs[si].loads > 0 {
+		return SeqID{}, ErrNotReady
+	}
+	if s := &m.seqs[si]; len(s.deferred) > 0 {
+		m.indexDeferred(s)
+	}
 	nid, ni := m.newSeq() // may move m.seqs: index, don't keep pointers
 	s, ns := &m.seqs[si], &m.seqs[ni]
 	ns.blocks = append(ns.blocks, s.blocks[:m.blocksFor(s.tokens)]...)
@@ -660,6 +759,8 @@ func (m *Manager) Fork(id SeqID) (SeqID, error) {
 		m.blocks[h.Index()].ref++
 	}
 	ns.tokens, ns.key = s.tokens, s.key
+	ns.hot, ns.loaded, ns.valid = s.hot, s.loaded, s.valid
+	ns.tierOf = append(ns.tierOf, s.tierOf...)
 	ns.hashes = append(ns.hashes, s.hashes...)
 	ns.partial = append(ns.partial, s.partial...)
 	m.st.Forks++
@@ -695,6 +796,8 @@ func (m *Manager) releaseSeq(si uint32) {
 	s.hashes = s.hashes[:0]
 	s.partial = s.partial[:0]
 	s.tokens, s.look, s.key = 0, 0, Key{}
+	s.hot, s.loaded, s.valid, s.loads = 0, 0, 0, 0
+	s.tierOf, s.deferred = s.tierOf[:0], s.deferred[:0]
 	s.gen++
 	m.freeSeqs = append(m.freeSeqs, si)
 	m.live--
@@ -797,12 +900,15 @@ func (m *Manager) Pin(tokens []uint32, key Key) (int, error) {
 		b := &m.blocks[bi]
 		if b.pins == 0 {
 			m.pinned++
-			if b.ref == 0 {
+			if b.ref == 0 && b.copies == 0 {
 				m.unlink(bi)
 				m.inUse++
 			}
 		}
 		b.pins++
+		if b.evictAfter {
+			m.rescue(bi)
+		}
 	}
 	return len(m.hits), nil
 }
@@ -825,7 +931,7 @@ func (m *Manager) Unpin(tokens []uint32, key Key) (int, error) {
 		b.pins--
 		if b.pins == 0 {
 			m.pinned--
-			if b.ref == 0 {
+			if b.ref == 0 && b.copies == 0 {
 				m.inUse--
 				m.push(bi)
 			}
@@ -918,9 +1024,16 @@ func (m *Manager) Drain() (int, error) {
 		return 0, err
 	}
 	before := m.st.RemoteReleases
+	m.drains++
 	m.rel.Drain(m.sink)
+	if len(m.tiers) > 0 {
+		m.drainTiers()
+	}
 	m.decay()
 	m.watermark()
+	if len(m.tiers) > 0 {
+		m.issueStores()
+	}
 	m.flushRemoved()
 	err := m.flushFree()
 	if err == nil && m.rejN > 0 {
@@ -963,7 +1076,7 @@ func (m *Manager) watermark() {
 	if m.cfg.high == 0 {
 		return
 	}
-	used := m.held - m.listedUnhashed
+	used := m.held - m.listedUnhashed - m.demoting
 	if float64(used) < m.cfg.high*float64(len(m.blocks)) {
 		return
 	}
@@ -972,6 +1085,15 @@ func (m *Manager) watermark() {
 		i := m.victim()
 		if !m.blocks[i].hash.IsZero() {
 			used--
+			if m.cfg.demotion == WriteBack && len(m.tiers) > 0 {
+				// Store it first; evicted when the stores complete.
+				m.unlink(i)
+				m.inUse++
+				m.blocks[i].evictAfter = true
+				m.demoting++
+				m.queue(i, m.drains)
+				continue
+			}
 			m.st.WatermarkEvictions++
 		}
 		m.evict(i)
@@ -1045,6 +1167,11 @@ func (m *Manager) stats() Stats {
 	st.Pinned = m.pinned
 	st.Reserved = m.reserved
 	st.Sequences = m.live
+	st.InFlight = m.inFlight
+	for t := range m.tiers {
+		st.Tiers[t] = m.tiers[t].st
+		st.Tiers[t].Bandwidth = m.bandwidth(t)
+	}
 	return st
 }
 
@@ -1069,22 +1196,42 @@ func (m *Manager) Snapshot() Stats {
 
 // Close returns every block the manager holds to the pool, live sequences'
 // included, and stops its releasers. Later calls fail with pool.ErrClosed.
-// The pool stays open: it is the caller's.
+// The pool stays open: it is the caller's; so do the tiers. A block that a
+// tier's copy may still read or write is not returned: Close then fails
+// with ErrInFlight (drain until Stats.InFlight is 0 first, or close the
+// tiers before the manager).
 func (m *Manager) Close() error {
 	if err := m.usable(); err != nil {
 		return err
 	}
 	m.isClosed.Store(true)
 	m.rel.Drain(m.sink) // what workers released before counts
+	if len(m.tiers) > 0 {
+		m.drainTiers() // what the copies finished counts
+	}
 	m.final = m.stats()
+	// Blocks only queued for a store are not being copied; those of jobs
+	// still running are, and stay out of the pool.
+	for _, d := range m.demote {
+		m.blocks[d.bi].copies--
+	}
+	m.demote = nil
+	leaked := 0
 	for i := range m.blocks {
 		if m.blocks[i].held {
+			if m.blocks[i].copies > 0 {
+				leaked++
+				continue
+			}
 			m.blocks[i].held = false
 			m.toFree = append(m.toFree, m.blocks[i].h)
 		}
 	}
 	m.held = 0
 	err := m.flushFree()
+	if leaked > 0 {
+		err = errors.Join(err, fmt.Errorf("%w: %d blocks kept out of the pool", ErrInFlight, leaked))
+	}
 	m.closed = true
 	m.blocks, m.index, m.seqs = nil, nil, nil
 	m.pub.Seal(m.final)

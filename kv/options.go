@@ -70,6 +70,10 @@ type config struct {
 	maxPinned      float64
 	subscriber     func(*Event)
 	clock          func() time.Time
+	tiers          []Tier
+	demotion       Demotion
+	cost           LoadCost
+	policy         LoadPolicy
 }
 
 // Defaults of New.
@@ -88,6 +92,8 @@ func defaults() config {
 		freed:          ReuseFreedFirst,
 		maxPinned:      DefaultMaxPinned,
 		clock:          time.Now,
+		demotion:       WriteThrough,
+		policy:         CostPolicy,
 	}
 }
 

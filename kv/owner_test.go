@@ -2,6 +2,7 @@ package kv_test
 
 import (
 	"errors"
+	"math"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ func TestNewRefusesSharedOrUsedPools(t *testing.T) {
 // is the manager that is closed.
 func TestNewRefusesAbsurdOptions(t *testing.T) {
 	p := newPool(t, 8, 64)
-	for _, n := range []int{0, -1, kv.MaxTokensPerBlock + 1, 1 << 40} {
+	for _, n := range []int{0, -1, kv.MaxTokensPerBlock + 1, math.MaxInt} {
 		if _, err := kv.New(p, kv.WithTokensPerBlock(n)); !errors.Is(err, pool.ErrInvalidConfig) {
 			t.Errorf("WithTokensPerBlock(%d): %v", n, err)
 		}

@@ -8,8 +8,9 @@ package kv
 // Free blocks hold nothing (a freed block without a hash that
 // QueueFreedBehindCached keeps in the eviction order counts as free);
 // Cached blocks are full blocks in the prefix cache that no sequence holds
-// and that eviction may reclaim; InUse blocks are held by a sequence or a
-// pin. Pinned counts the pinned blocks, within InUse.
+// and that eviction may reclaim; InUse blocks are held by a sequence, a
+// pin or a tier copy. Pinned counts the pinned blocks, and InFlight the
+// blocks held by copies, within InUse.
 //
 // Manager.Stats returns the counts as they are now, to the owner;
 // Manager.Snapshot returns them as the owner last published them, to any
@@ -25,6 +26,11 @@ type Stats struct {
 	// Reserved counts, within InUse, the blocks that hold only the
 	// lookahead slots of sequences (Reserve): none of their tokens yet.
 	Reserved int
+	// InFlight counts, within InUse, the blocks a tier copy holds: being
+	// loaded into, being stored (or queued for the next Drain to store),
+	// or held by a write-back store before their eviction. None is reused
+	// until the Drain that applies its copy's completion.
+	InFlight int
 
 	Sequences int // live sequences
 
@@ -51,4 +57,10 @@ type Stats struct {
 	// SubscriberPanics counts events lost because the subscriber panicked
 	// (see WithSubscriber).
 	SubscriberPanics uint64
+
+	// Tiers[t] is the accounting of tier t of WithTiers: its prefix hits
+	// in blocks and tokens, loads, stores. HitTokens above counts the
+	// pool's hits only; the prefix hit rate across tiers adds each
+	// tier's HitTokens.
+	Tiers [MaxTiers]TierStats
 }

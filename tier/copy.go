@@ -3,6 +3,7 @@ package tier
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/locus-go/locus/pool"
 )
@@ -19,6 +20,7 @@ type task struct {
 	keys  []Key
 	gens  []uint64
 	bufs  [][]byte
+	took  *int64 // the copy time in ns, for Done.Elapsed
 }
 
 // Store prepares a store of keys (as PrepareStore) and copies the blocks
@@ -44,7 +46,8 @@ func (m *Manager) Store(keys []Key, srcs [][]byte) (StorePlan, error) {
 		return plan, err
 	}
 	rec := &m.jobs[plan.Job.idx]
-	t := task{idx: plan.Job.idx, gen: plan.Job.gen, store: true, slots: rec.slots, keys: plan.Keys, bufs: make([][]byte, len(plan.Keys))}
+	rec.elapsed = new(int64)
+	t := task{idx: plan.Job.idx, gen: plan.Job.gen, store: true, slots: rec.slots, keys: plan.Keys, bufs: make([][]byte, len(plan.Keys)), took: rec.elapsed}
 	for i, p := range plan.Positions {
 		t.bufs[i] = srcs[p]
 	}
@@ -75,7 +78,8 @@ func (m *Manager) Load(keys []Key, dsts [][]byte) (Job, error) {
 		return Job{}, err
 	}
 	rec := &m.jobs[plan.Job.idx]
-	t := task{idx: plan.Job.idx, gen: plan.Job.gen, slots: rec.slots, keys: make([]Key, len(keys)), gens: make([]uint64, len(keys)), bufs: dsts}
+	rec.elapsed = new(int64)
+	t := task{idx: plan.Job.idx, gen: plan.Job.gen, slots: rec.slots, keys: make([]Key, len(keys)), gens: make([]uint64, len(keys)), bufs: dsts, took: rec.elapsed}
 	for i, s := range rec.slots {
 		t.keys[i] = m.slots[s].key
 		t.gens[i] = m.slots[s].gen
@@ -96,12 +100,14 @@ func (m *Manager) worker(p pool.Producer) {
 	var out [1]pool.Handle
 	for t := range m.tasks {
 		failed := -1
+		start := time.Now()
 		for i, s := range t.slots {
 			if !m.copy(&t, i, s) {
 				failed = i
 				break
 			}
 		}
+		*t.took = int64(time.Since(start)) // read by the owner after the Send below
 		binary.LittleEndian.PutUint64(enc[0:], t.gen)
 		binary.LittleEndian.PutUint32(enc[8:], t.idx)
 		binary.LittleEndian.PutUint32(enc[12:], uint32(failed+1))
@@ -166,6 +172,9 @@ func (m *Manager) complete(chunk []pool.Handle) {
 			continue
 		}
 		d := Done{Job: Job{gen: gen, idx: idx, mgr: m.id}, Store: m.jobs[idx].kind == storeJob, OK: failed < 0, Failed: failed}
+		if e := m.jobs[idx].elapsed; e != nil {
+			d.Elapsed = time.Duration(*e)
+		}
 		if d.Store {
 			d.Err = m.finishStore(idx, d.OK)
 		} else {

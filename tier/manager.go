@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/locus-go/locus/internal/ids"
 	"github.com/locus-go/locus/internal/invariants"
@@ -100,6 +101,7 @@ type job struct {
 	kind    jobKind
 	copying bool // run by the workers: completed by Drain, not by Complete*
 	slots   []int32
+	elapsed *int64 // copying jobs: the worker's copy time in ns, written before its Send
 }
 
 // Job names one prepared load or store until it is completed. The zero Job
@@ -154,6 +156,10 @@ type Done struct {
 	// Err is ErrStaleJob for a job issued before Reset, else the copy's
 	// error, or nil.
 	Err error
+	// Elapsed is how long the worker took to copy the job's blocks (the
+	// time the job waited for a worker and for Drain not included), so
+	// that blocks × BlockSize / Elapsed is the bandwidth the copy got.
+	Elapsed time.Duration
 }
 
 // managerIDs numbers the managers, so that a job names its manager.
@@ -260,6 +266,27 @@ func (m *Manager) Lookup(keys []Key, dst []Result) []Result {
 			dst = append(dst, Hit)
 		default:
 			m.c.pending++
+			dst = append(dst, HitPending)
+		}
+	}
+	return dst
+}
+
+// Peek is Lookup without side effects: it appends, per key, Hit,
+// HitPending or Miss to dst and returns dst, but counts nothing in Stats
+// and nothing toward Admission.MinLookups. Use it to ask what an admission
+// would find (a scheduler's "can I admit this?" that may be asked many
+// times per request); use Lookup for the lookup of the admission itself,
+// so that admission by frequency sees it.
+func (m *Manager) Peek(keys []Key, dst []Result) []Result {
+	for _, k := range keys {
+		s, ok := m.index[k]
+		switch {
+		case !ok || m.closed:
+			dst = append(dst, Miss)
+		case m.slots[s].state == slotResident:
+			dst = append(dst, Hit)
+		default:
 			dst = append(dst, HitPending)
 		}
 	}
@@ -454,6 +481,7 @@ func (m *Manager) releaseJob(idx uint32) {
 	rec := &m.jobs[idx]
 	rec.gen = 0
 	rec.slots = rec.slots[:0]
+	rec.elapsed = nil
 	m.freeJobs = append(m.freeJobs, idx)
 	m.inFlight--
 }

@@ -103,7 +103,9 @@ func (m *Manager) check() error {
 		default:
 			ev++
 		}
-		if i, ok := m.index[sl.key]; ok != !sl.orphan || ok && int(i) != s {
+		// An orphan's key may be in the index again, stored anew in
+		// another slot after Reset; it must not point to the orphan.
+		if i, ok := m.index[sl.key]; ok && int(i) == s && sl.orphan || !sl.orphan && (!ok || int(i) != s) {
 			return fmt.Errorf("tier: slot %d (key %v, orphan %v) and the index disagree", s, sl.key, sl.orphan)
 		}
 	}
