@@ -32,6 +32,9 @@ type task struct {
 // It fails as PrepareStore does, and with an error wrapping
 // pool.ErrInvalidArgument if srcs does not match keys.
 func (m *Manager) Store(keys []Key, srcs [][]byte) (StorePlan, error) {
+	if m.unusable() {
+		return StorePlan{}, errClosed
+	}
 	if len(srcs) != len(keys) {
 		return StorePlan{}, fmt.Errorf("%w: tier: %d keys, %d blocks", errArg, len(keys), len(srcs))
 	}
@@ -64,6 +67,9 @@ func (m *Manager) Store(keys []Key, srcs [][]byte) (StorePlan, error) {
 // It fails as PrepareLoad does, and with an error wrapping
 // pool.ErrInvalidArgument if dsts does not match keys.
 func (m *Manager) Load(keys []Key, dsts [][]byte) (Job, error) {
+	if m.unusable() {
+		return Job{}, errClosed
+	}
 	if len(dsts) != len(keys) {
 		return Job{}, fmt.Errorf("%w: tier: %d keys, %d buffers", errArg, len(keys), len(dsts))
 	}
@@ -149,7 +155,7 @@ func (m *Manager) copy(t *task, i int, s int32) bool {
 // Drain and appends one Done per finished Store or Load job to dst. It
 // never waits for a copy. Call it once per engine step.
 func (m *Manager) Drain(dst []Done) ([]Done, error) {
-	if m.closed {
+	if m.unusable() {
 		return dst, errClosed
 	}
 	m.done = dst

@@ -240,19 +240,41 @@ func New(st Storage, opts ...Option) (*Manager, error) {
 }
 
 // Medium returns the storage's medium.
-func (m *Manager) Medium() Medium { return m.medium }
+func (m *Manager) Medium() Medium {
+	if m == nil {
+		return ""
+	}
+	return m.medium
+}
+
+// unusable reports a nil, zero or closed Manager: every call then fails
+// with pool.ErrClosed, or reports nothing, and never panics.
+func (m *Manager) unusable() bool { return m == nil || m.st == nil || m.closed }
 
 // BlockSize returns the size of a block.
-func (m *Manager) BlockSize() int { return m.bs }
+func (m *Manager) BlockSize() int {
+	if m == nil {
+		return 0
+	}
+	return m.bs
+}
 
 // Capacity returns the number of slots.
-func (m *Manager) Capacity() int { return len(m.slots) }
+func (m *Manager) Capacity() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.slots)
+}
 
 // Lookup appends to dst, per key, whether the tier holds its block: Hit
 // (loadable), HitPending (a store in flight) or Miss, and returns dst. A
 // missed key's lookup counts toward Admission.MinLookups. Lookup does not
 // change recency: use Touch.
 func (m *Manager) Lookup(keys []Key, dst []Result) []Result {
+	if m.unusable() {
+		return misses(keys, dst)
+	}
 	for _, k := range keys {
 		m.c.lookups++
 		s, ok := m.index[k]
@@ -279,6 +301,9 @@ func (m *Manager) Lookup(keys []Key, dst []Result) []Result {
 // times per request); use Lookup for the lookup of the admission itself,
 // so that admission by frequency sees it.
 func (m *Manager) Peek(keys []Key, dst []Result) []Result {
+	if m.unusable() {
+		return misses(keys, dst)
+	}
 	for _, k := range keys {
 		s, ok := m.index[k]
 		switch {
@@ -316,6 +341,9 @@ func (m *Manager) track(k Key) {
 // does not hold are ignored. Call it also for blocks the hot pool serves,
 // so the tier keeps what the engine uses.
 func (m *Manager) Touch(keys []Key) {
+	if m.unusable() {
+		return
+	}
 	for _, k := range keys {
 		if s, ok := m.index[k]; ok && m.slots[s].state == slotResident {
 			m.ev.Access(int(s))
@@ -349,6 +377,9 @@ func (m *Manager) PrepareStore(keys []Key) (StorePlan, error) {
 }
 
 func (m *Manager) prepareStore(keys []Key) (StorePlan, error) {
+	if m.unusable() {
+		return StorePlan{}, errClosed
+	}
 	var plan StorePlan
 	if m.closed {
 		return plan, errClosed
@@ -493,6 +524,9 @@ func (m *Manager) releaseJob(idx uint32) {
 // nothing), and with ErrStaleJob for a job issued before Reset (its slots
 // are reclaimed, nothing else happens).
 func (m *Manager) CompleteStore(j Job, ok bool) error {
+	if m.unusable() {
+		return errClosed
+	}
 	if j.IsZero() {
 		return nil
 	}
@@ -550,6 +584,9 @@ func (m *Manager) finishStore(idx uint32, ok bool) error {
 // It fails with ErrNotLoadable, pinning nothing, if a key is not a Hit;
 // with ErrBusy at the job limit; with pool.ErrClosed after Close.
 func (m *Manager) PrepareLoad(keys []Key) (LoadPlan, error) {
+	if m.unusable() {
+		return LoadPlan{}, errClosed
+	}
 	plan, err := m.prepareLoad(keys)
 	if err == nil {
 		m.jobs[plan.Job.idx].copying = false
@@ -593,6 +630,9 @@ func (m *Manager) prepareLoad(keys []Key) (LoadPlan, error) {
 // CompleteLoad ends a load prepared by PrepareLoad: its blocks are
 // evictable again. Errors as CompleteStore's.
 func (m *Manager) CompleteLoad(j Job) error {
+	if m.unusable() {
+		return errClosed
+	}
 	if _, err := m.jobOf(j, loadJob); err != nil {
 		return err
 	}
@@ -649,7 +689,7 @@ func (m *Manager) finishLoad(idx uint32, failed int) error {
 // their completions fail with ErrStaleJob and only give their slots back,
 // so a copy still running never lands in a slot given to a new block.
 func (m *Manager) Reset() error {
-	if m.closed {
+	if m.unusable() {
 		return errClosed
 	}
 	var removed []Key
@@ -685,6 +725,9 @@ func (m *Manager) Reset() error {
 // TakeEvents appends the events recorded since the last call to dst and
 // returns it.
 func (m *Manager) TakeEvents(dst []Event) []Event {
+	if m == nil {
+		return dst
+	}
 	dst = append(dst, m.events...)
 	clear(m.events)
 	m.events = m.events[:0]
@@ -695,7 +738,7 @@ func (m *Manager) TakeEvents(dst []Event) []Event {
 // closes the storage. Jobs in flight are abandoned. Later calls fail with
 // pool.ErrClosed, Lookup says Miss. Close may be called more than once.
 func (m *Manager) Close() error {
-	if m.closed {
+	if m == nil || m.st == nil || m.closed {
 		return nil
 	}
 	m.closed = true
@@ -703,6 +746,15 @@ func (m *Manager) Close() error {
 	m.wg.Wait()
 	_ = m.tr.Close()
 	return m.st.Close()
+}
+
+// misses appends Miss for every key to dst: what an unusable Manager
+// answers.
+func misses(keys []Key, dst []Result) []Result {
+	for range keys {
+		dst = append(dst, Miss)
+	}
+	return dst
 }
 
 // debugCheck runs Check in invariant builds and keeps the first failure

@@ -50,6 +50,9 @@ type Stats struct {
 // Stats returns the accounting. In invariant builds it also runs Check;
 // see Check for the result.
 func (m *Manager) Stats() Stats {
+	if m == nil || m.st == nil {
+		return Stats{}
+	}
 	m.debugCheck()
 	c := m.c
 	return Stats{
@@ -70,6 +73,9 @@ func (m *Manager) Stats() Stats {
 // It is O(slots + jobs); tests call it, invariant builds run it after
 // every mutating call.
 func (m *Manager) Check() error {
+	if m == nil || m.st == nil {
+		return errClosed
+	}
 	if m.invErr != nil {
 		return m.invErr
 	}

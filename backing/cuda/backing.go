@@ -29,6 +29,9 @@ type Backing struct {
 // fails with an error wrapping ErrInvalidArgument if either count is not
 // positive or their product overflows, and as NewRegion does otherwise.
 func (d *Device) NewBacking(blockSize, blocks int) (*Backing, error) {
+	if d.unusable() {
+		return nil, fmt.Errorf("%w: a Device not made by Open", ErrClosed)
+	}
 	if blockSize <= 0 || blocks <= 0 || blockSize > math.MaxInt/blocks {
 		return nil, fmt.Errorf("%w: %d blocks of %d bytes", ErrInvalidArgument, blocks, blockSize)
 	}

@@ -81,12 +81,22 @@ func (d *Device) NewCopier() (*Copier, error) {
 }
 
 // Path returns the path later batches take.
-func (c *Copier) Path() Path { return c.path }
+func (c *Copier) Path() Path {
+	if c == nil {
+		return 0
+	}
+	return c.path
+}
+
+// unusable reports a nil, zero (not made by NewCopier) or closed Copier.
+func (c *Copier) unusable() bool { return c == nil || c.d == nil || c.closed }
 
 // SetPath chooses the path for later batches, to compare them. Batched
 // fails with an error wrapping ErrDriverTooOld on drivers before CUDA 12.8.
 func (c *Copier) SetPath(p Path) error {
 	switch {
+	case c.unusable():
+		return ErrClosed
 	case p == Batched && !c.d.HasBatchCopy():
 		return fmt.Errorf("%w: cuMemcpyBatchAsync needs a CUDA 12.8 driver, this one is %s",
 			ErrDriverTooOld, versionString(c.d.drv.version))
@@ -100,7 +110,12 @@ func (c *Copier) SetPath(p Path) error {
 // Calls returns how many copy calls the last Submit made into the driver:
 // 1 on the Batched path, the number of runs of adjacent blocks on the
 // Coalesced path.
-func (c *Copier) Calls() int { return c.lastCalls }
+func (c *Copier) Calls() int {
+	if c == nil {
+		return 0
+	}
+	return c.lastCalls
+}
 
 // Submit issues one batch of copies in direction dir and records an event
 // after it. It validates the whole batch first and fails with an error
@@ -112,7 +127,7 @@ func (c *Copier) Calls() int { return c.lastCalls }
 // A failure after validation (the driver refused a copy) may leave part of
 // the batch issued; the stream still orders later batches after it.
 func (c *Copier) Submit(dir Direction, copies []Copy) (Job, error) {
-	if c.closed {
+	if c.unusable() {
 		return Job{}, ErrClosed
 	}
 	c.xs = c.xs[:0]
@@ -220,7 +235,7 @@ func (c *Copier) batch(dir Direction) error {
 // pending job at most, stopping at the first still running. A job whose
 // copies failed on the device is reported with the error.
 func (c *Copier) Poll(done []Job) ([]Job, error) {
-	if c.closed {
+	if c.unusable() {
 		return done, ErrClosed
 	}
 	if len(c.jobs.pending) == 0 {
@@ -252,7 +267,7 @@ func (c *Copier) Poll(done []Job) ([]Job, error) {
 // not report it again. It fails with an error wrapping ErrJob for a job that
 // is not pending on this copier (stale, forged or another copier's).
 func (c *Copier) Wait(j Job) error {
-	if c.closed {
+	if c.unusable() {
 		return ErrClosed
 	}
 	s, err := c.jobs.lookup(j)
@@ -277,12 +292,17 @@ func (c *Copier) finish(s uint32) {
 }
 
 // Pending returns how many jobs have not been reported finished.
-func (c *Copier) Pending() int { return len(c.jobs.pending) }
+func (c *Copier) Pending() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.jobs.pending)
+}
 
 // Close waits for every pending job, destroys the stream and the events,
 // and forgets the jobs. Later calls do nothing.
 func (c *Copier) Close() error {
-	if c.closed {
+	if c == nil || c.d == nil || c.closed {
 		return nil
 	}
 	c.closed = true

@@ -93,29 +93,63 @@ func Open(ordinal int) (*Device, error) {
 }
 
 // Name returns the GPU's name, e.g. "NVIDIA H100 80GB HBM3".
-func (d *Device) Name() string { return d.name }
+func (d *Device) Name() string {
+	if d == nil {
+		return ""
+	}
+	return d.name
+}
 
 // Ordinal returns the GPU's ordinal, as given to Open.
-func (d *Device) Ordinal() int { return d.ordinal }
+func (d *Device) Ordinal() int {
+	if d == nil {
+		return -1
+	}
+	return d.ordinal
+}
 
 // Memory returns the GPU's total memory in bytes.
-func (d *Device) Memory() int64 { return d.memory }
+func (d *Device) Memory() int64 {
+	if d == nil {
+		return 0
+	}
+	return d.memory
+}
 
 // Granularity returns the unit in which the driver maps device memory
 // (2 MiB on current GPUs). Regions are rounded up to it.
-func (d *Device) Granularity() int64 { return d.gran }
+func (d *Device) Granularity() int64 {
+	if d == nil {
+		return 0
+	}
+	return d.gran
+}
 
 // DriverVersion returns the CUDA version the driver supports, as
 // cuDriverGetVersion reports it: 1000*major + 10*minor (12080 is 12.8).
-func (d *Device) DriverVersion() int { return d.drv.version }
+func (d *Device) DriverVersion() int {
+	if d == nil || d.drv == nil {
+		return 0
+	}
+	return d.drv.version
+}
 
 // HasBatchCopy reports whether the driver has cuMemcpyBatchAsync (CUDA
 // 12.8+), which copies a whole batch in one call.
-func (d *Device) HasBatchCopy() bool { return d.drv.p.memcpyBatchAsync != 0 }
+func (d *Device) HasBatchCopy() bool {
+	return d != nil && d.drv != nil && d.drv.p.memcpyBatchAsync != 0
+}
+
+// unusable reports a nil or zero Device (not made by Open): its calls fail
+// with ErrClosed.
+func (d *Device) unusable() bool { return d == nil || d.drv == nil }
 
 // Close releases the primary context. Close regions, registrations and
 // copiers first. Later calls do nothing.
 func (d *Device) Close() error {
+	if d.unusable() {
+		return nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -130,6 +164,9 @@ func (d *Device) Close() error {
 // The context stays current on the thread afterwards, which is harmless: a
 // later user of the thread sets its own.
 func (d *Device) do(fn func() error) error {
+	if d.unusable() {
+		return fmt.Errorf("%w: a Device not made by Open", ErrClosed)
+	}
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()

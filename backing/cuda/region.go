@@ -25,6 +25,9 @@ type Region struct {
 // with an error wrapping ErrInvalidArgument for a size that is not positive,
 // ErrOutOfMemory when the device has no room, and ErrClosed after Close.
 func (d *Device) NewRegion(size int64) (*Region, error) {
+	if d.unusable() {
+		return nil, fmt.Errorf("%w: a Device not made by Open", ErrClosed)
+	}
 	if size <= 0 || size > math.MaxInt64-d.gran {
 		return nil, fmt.Errorf("%w: region of %d bytes", ErrInvalidArgument, size)
 	}
@@ -102,14 +105,27 @@ func (r *Region) unmapMemory() error {
 
 // Ptr returns the region's first device address; it never changes, also
 // across Sleep and Wake.
-func (r *Region) Ptr() DevicePtr { return r.base }
+func (r *Region) Ptr() DevicePtr {
+	if r == nil {
+		return 0
+	}
+	return r.base
+}
 
 // Size returns the region's size in bytes: what NewRegion was asked for,
 // rounded up to the device's granularity.
-func (r *Region) Size() int64 { return r.size }
+func (r *Region) Size() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.size
+}
 
 // Asleep reports whether Sleep released the region's memory.
-func (r *Region) Asleep() bool { return r.handle == 0 && !r.closed }
+func (r *Region) Asleep() bool { return r != nil && r.d != nil && r.handle == 0 && !r.closed }
+
+// unusable reports a nil, zero (not made by NewRegion) or closed Region.
+func (r *Region) unusable() bool { return r == nil || r.d == nil || r.closed }
 
 // Sleep releases the region's physical memory and keeps its addresses, so
 // that pointers to it (in block tables, CUDA graphs) stay valid for Wake. It
@@ -117,7 +133,7 @@ func (r *Region) Asleep() bool { return r.handle == 0 && !r.closed }
 // copy or kernel that touches a sleeping region faults on the device. Sleep
 // on a sleeping region does nothing.
 func (r *Region) Sleep() error {
-	if r.closed {
+	if r.unusable() {
 		return ErrClosed
 	}
 	if r.handle == 0 {
@@ -130,7 +146,7 @@ func (r *Region) Sleep() error {
 // fails with an error wrapping ErrOutOfMemory when the device has no room
 // (the region stays asleep). Wake on an awake region does nothing.
 func (r *Region) Wake() error {
-	if r.closed {
+	if r.unusable() {
 		return ErrClosed
 	}
 	if r.handle != 0 {
@@ -141,7 +157,7 @@ func (r *Region) Wake() error {
 
 // Close releases the memory and the addresses. Later calls do nothing.
 func (r *Region) Close() error {
-	if r.closed {
+	if r.unusable() {
 		return nil
 	}
 	err := r.d.do(func() error {

@@ -49,12 +49,17 @@ func (d *Device) Register(m HostMemory) (*Registration, error) {
 }
 
 // Len returns the number of bytes registered.
-func (r *Registration) Len() int { return r.n }
+func (r *Registration) Len() int {
+	if r == nil {
+		return 0
+	}
+	return r.n
+}
 
 // Close unregisters the memory (cuMemHostUnregister), once; later calls do
 // nothing. Copies from or to it must have finished.
 func (r *Registration) Close() error {
-	if r.closed {
+	if r == nil || r.d == nil || r.closed {
 		return nil
 	}
 	r.closed = true
