@@ -98,9 +98,12 @@ locus-eval scale -json document. Measures nothing.
 	}
 	// The command as the document shows it names the files, not where they
 	// were on the machine that generated it.
-	names := make([]string, fs.NArg())
-	for i, path := range fs.Args() {
-		names[i] = filepath.Base(path)
+	var names []string
+	for _, path := range includes {
+		names = append(names, "-include", filepath.Base(path))
+	}
+	for _, path := range fs.Args() {
+		names = append(names, filepath.Base(path))
 	}
 	var extras []string
 	for _, path := range includes {

@@ -408,7 +408,11 @@ func WriteScaleMarkdown(w io.Writer, sc *Scale) {
 		fmt.Fprintf(w, "| host | %s |\n", d)
 	}
 	fmt.Fprintf(w, "| date | %s |\n", sc.Created.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(w, "| revision | %s |\n", revString(sc.Revision))
+	rev := sc.Revision.VCS
+	if sc.Revision.Modified {
+		rev += " (with uncommitted changes)"
+	}
+	fmt.Fprintf(w, "| revision | %s `%s` |\n", sc.Revision.Module, rev)
 	fmt.Fprintf(w, "| method | %s, interleaved blocks as on the scoreboard |\n", plural(sc.Runs, "process"))
 	if len(sc.Skipped) > 0 {
 		fmt.Fprintf(w, "| not measured | %v workers (too few CPUs) |\n", sc.Skipped)
