@@ -4,7 +4,7 @@
 # machine with 16 or more CPUs. It needs no Go there:
 #
 #   scripts/manycore.sh build          here: builds .devbin/locus-eval (CGO_ENABLED=0)
-#   scripts/manycore.sh run OUTDIR     there: writes OUTDIR/scale.json and OUTDIR/run.json
+#   scripts/manycore.sh run OUTDIR     there: writes OUTDIR/scale.json, OUTDIR/run.json and OUTDIR/tiers.json
 #
 # Then, here: go run ./cmd/locus-eval report RUN.json ... OUTDIR/scale.json
 # adds the generated "many cores" section to BENCHMARKS.md. The whole run
@@ -28,6 +28,8 @@ run)
 	"$bin" report -text "$out/scale.json" 2>&1 | tail -70 || true
 	timeout 150 "$bin" -runs 8 -json -q >"$out/run.json" 2>>"$out/manycore.err" || echo "scoreboard: exit $?"
 	"$bin" report -text "$out/run.json" 2>&1 | grep -A16 '^Targets' || true
+	# The offload tiers on this machine's memory and disk.
+	timeout 90 "$bin" tiers -json -q >"$out/tiers.json" 2>>"$out/manycore.err" || echo "tiers: exit $?"
 	;;
 *)
 	echo "usage: scripts/manycore.sh build | run OUTDIR" >&2
