@@ -7,7 +7,8 @@
 # The recorded runs, and the commands that made them:
 #   dev-run.json, dev-thread.json   go run ./cmd/locus-eval -json, ... thread -json (the development machine)
 #   h100-run.json, h100-scale.json  scripts/manycore.sh run (16 cores beside an H100)
-#   h100-scale-repeat.json          a second scale run there, for stability
+#   h100-scale-repeat.json          an earlier scale run there (an earlier revision), for stability
+#   h100-tiers.json                 locus-eval tiers there (not rendered here: read it with jq)
 #   h100-gpu.json, h100-gpu-tests.log  scripts/gpu.sh run (the H100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
