@@ -2,6 +2,7 @@ package classes_test
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -23,6 +24,9 @@ func newDefault(t testing.TB, cs []classes.Class) *classes.DefaultPool {
 	return c
 }
 
+// bigBudget is 2^40 bytes, or the largest int where int has 32 bits.
+var bigBudget = int(min(uint64(math.MaxInt), 1<<40))
+
 func TestSplit(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -34,7 +38,9 @@ func TestSplit(t *testing.T) {
 		{"equal bytes", 1 << 20, []int{4096, 65536}, nil, []classes.Class{{4096, 128}, {65536, 8}}},
 		{"weighted", 1 << 20, []int{4096, 65536}, []int{1, 3}, []classes.Class{{4096, 64}, {65536, 12}}},
 		{"rounds down", 1000, []int{300, 100}, nil, []classes.Class{{300, 1}, {100, 5}}},
-		{"budget × weight overflows", 1 << 40, []int{1 << 20}, []int{1 << 30}, []classes.Class{{1 << 20, 1 << 20}}},
+		// 2^40 bytes (2^31-1 on 32-bit platforms) at weight 2^30: the
+		// product overflows 64 bits where int has them.
+		{"budget × weight overflows", bigBudget, []int{1 << 20}, []int{1 << 30}, []classes.Class{{1 << 20, bigBudget >> 20}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := classes.Split(c.budget, c.sizes, c.weights)
@@ -56,7 +62,7 @@ func TestSplit(t *testing.T) {
 		{"zero weight", 1024, []int{64, 128}, []int{1, 0}},
 		{"share below one block", 1024, []int{64, 2048}, nil},
 		{"too many classes", 1 << 30, make([]int, classes.MaxClasses+1), nil},
-		{"classes past any pool", 1 << 62, []int{64, 4096}, nil},
+		{"classes past any pool", math.MaxInt, []int{1, 4096}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got, err := classes.Split(c.budget, c.sizes, c.weights); !errors.Is(err, pool.ErrInvalidConfig) {

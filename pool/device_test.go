@@ -25,7 +25,7 @@ func TestDeviceAddr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pool.New(deviceBacking{hb, 1 << 40}, mailbox.New(), lifo.Policy{})
+	p, err := pool.New(deviceBacking{hb, 1 << 30}, mailbox.New(), lifo.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestDeviceAddr(t *testing.T) {
 	h0, _ := p.Alloc()
 	h1, _ := p.Alloc()
 	for i, h := range []pool.Handle{h0, h1} {
-		if a, err := p.DeviceAddr(h); err != nil || a != 1<<40+uintptr(i*64) {
+		if a, err := p.DeviceAddr(h); err != nil || a != 1<<30+uintptr(i*64) {
 			t.Fatalf("block %d: %#x, %v", i, a, err)
 		}
 	}
