@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -90,17 +89,17 @@ func (s *server) start() {
 }
 
 // stop freezes the server (SIGSTOP): connections stay open, nothing answers.
-func (s *server) stop() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *server) stop() { _ = pause(s.cmd.Process) }
 
 // cont thaws it.
-func (s *server) cont() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+func (s *server) cont() { _ = resume(s.cmd.Process) }
 
 // kill kills the server and waits for it.
 func (s *server) kill() {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	_ = resume(s.cmd.Process)
 	_ = s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil
