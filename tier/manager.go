@@ -760,7 +760,7 @@ func misses(keys []Key, dst []Result) []Result {
 // debugCheck runs Check in invariant builds and keeps the first failure
 // for Check to report.
 func (m *Manager) debugCheck() {
-	if invariants.Enabled && m.invErr == nil {
+	if invariants.Enabled && !m.unusable() && m.invErr == nil {
 		m.invErr = m.check()
 	}
 }
