@@ -202,7 +202,9 @@ func (p *Pool) setKinds(cfg config) error {
 // not free n pages, and returns pool.ErrExhausted if the run still does
 // not fit (the free pages may be enough but not contiguous). With
 // WithWatermarks, an allocation that leaves utilization at or above the
-// high watermark then evicts down to the low one. It never waits.
+// high watermark then evicts down to the low one (if the EvictFunc panics
+// there, the run just placed is freed and the panic goes on). It never
+// waits.
 //
 // n must be 1 to Pages() and c one of the Pool's content types, else the
 // error wraps pool.ErrInvalidArgument.
@@ -226,7 +228,17 @@ func (p *Pool) Alloc(n int, c Content) (Run, error) {
 	}
 	r := p.carve(s, n, c)
 	if p.high > 0 && p.st.Used >= p.high {
+		// An EvictFunc that panics in the reclaim must not leak the run
+		// just placed: nobody would hold its handle. Free it, then let the
+		// panic go on.
+		reclaimed := false
+		defer func() {
+			if !reclaimed {
+				_ = p.Free(r)
+			}
+		}()
 		p.reclaim()
+		reclaimed = true
 	}
 	return r, nil
 }

@@ -439,3 +439,28 @@ func TestNoAllocations(t *testing.T) {
 		t.Fatal("the eviction path never ran")
 	}
 }
+
+// An EvictFunc that panics in the reclaim after an allocation leaks
+// nothing: the run just placed is freed, the others survive.
+func TestEvictFuncPanicsInReclaim(t *testing.T) {
+	types := pages.WithContentTypes(pages.ContentType{Name: "kv", Evictable: true})
+	p := newPool(t, 8, 8, types, pages.WithWatermarks(0.75, 0.25), pages.WithEvictFunc(func(pages.Run, pages.Content) { panic("owner bug") }))
+	old := must[pages.Run](t)(p.Alloc(4, 0))
+	if err := p.Unpin(old); err != nil {
+		t.Fatal(err)
+	}
+	panicked := func() (v any) {
+		defer func() { v = recover() }()
+		_, _ = p.Alloc(2, 0) // reaches the high watermark: the reclaim panics
+		return nil
+	}()
+	if panicked == nil {
+		t.Fatal("the EvictFunc's panic did not reach the caller")
+	}
+	if st := p.Stats(); st.Used != 4 || st.Runs != 1 {
+		t.Fatalf("after the panic: %d pages in %d runs used, want the 4 of the old run", st.Used, st.Runs)
+	}
+	if _, n, err := p.Span(old); err != nil || n != 4 {
+		t.Fatalf("the old run: %d, %v", n, err)
+	}
+}
