@@ -10,6 +10,7 @@ import (
 	"github.com/locus-go/locus/internal/ids"
 	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/internal/nocopy"
+	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pages"
 	"github.com/locus-go/locus/pool"
@@ -116,6 +117,8 @@ type Manager struct {
 	done     *mailbox.Transport
 	doneSink *pool.Sink
 	tasks    chan *task
+	parts    chan *decodeJob // the owner's parallel decodes, for idle workers
+	job      decodeJob
 	wg       sync.WaitGroup
 	inflight int
 
@@ -124,6 +127,8 @@ type Manager struct {
 	warmBytes        int64
 	refs, pinned     int
 	c                counters
+
+	pub snapshot.Cell[Stats] // Stats for Snapshot, published by the owner
 
 	out     []Done
 	drainE  error
@@ -164,6 +169,7 @@ func New(hot *pages.Pool, c pages.Content, opts ...Option) (*Manager, error) {
 		id: managerIDs.Next(), cfg: cfg, hot: hot, content: c, page: hot.PageSize(),
 		epoch: cfg.clock(), byID: map[string]uint32{}, byRun: map[int]uint32{},
 		rel: mailbox.New(), done: mailbox.New(), tasks: make(chan *task, cfg.inflight), protect: -1,
+		parts: make(chan *decodeJob, cfg.workers),
 	}
 	if cfg.warmBytes > 0 {
 		n := int(cfg.warmBytes / int64(cfg.warmPage))
@@ -529,9 +535,10 @@ func (m *Manager) Close() error {
 	if !m.ok() {
 		return errClosed
 	}
+	m.stopWorkers()
+	m.pub.Seal(m.Stats()) // the counts as they stood at Close, for Snapshot
 	m.closed = true
 	m.closing.Store(true)
-	m.stopWorkers()
 	_ = m.rel.Close()
 	_ = m.done.Close()
 	for i := range m.ads {

@@ -90,12 +90,25 @@ func (m *Manager) prefetch(idx uint32, now int64, limit float64) error {
 }
 
 // worker runs prefetch copies until the task channel closes, reporting
-// each on its own mailbox producer (used by this goroutine only).
+// each on its own mailbox producer (used by this goroutine only), and
+// takes shares of the owner's int8 decodes (decodeJob) when idle.
 func (m *Manager) worker(p pool.Producer) {
 	defer m.wg.Done()
 	defer func() { _ = p.Close() }()
 	var out [1]pool.Handle
-	for t := range m.tasks {
+	for {
+		var t *task
+		select {
+		case j := <-m.parts: // a share of the owner's decode
+			j.run()
+			j.wg.Done()
+			continue
+		case next, ok := <-m.tasks:
+			if !ok {
+				return
+			}
+			t = next
+		}
 		switch {
 		case t.src != nil && t.quant:
 			t.err = t.q.Decode(t.dst, t.src)
@@ -111,7 +124,8 @@ func (m *Manager) worker(p pool.Producer) {
 
 // Drain applies what other goroutines sent since the last Drain: the
 // releases of every Releaser, and the completions of Prefetch copies, one
-// Done per finished prefetch appended to dst. It never waits. Call it once
+// Done per finished prefetch appended to dst; and it publishes Stats when
+// a Snapshot asked since the last publication (one atomic load if not). It never waits. Call it once
 // per scheduling step. Its error is the first rejected release, if any
 // (each is counted in Stats.RejectedReleases and changed nothing).
 func (m *Manager) Drain(dst []Done) ([]Done, error) {
@@ -124,6 +138,9 @@ func (m *Manager) Drain(dst []Done) ([]Done, error) {
 	dst, m.out = m.out, nil
 	err := m.drainE
 	m.drainE = nil
+	if m.pub.Wanted() {
+		m.Stats() // publishes for the Snapshot that asked
+	}
 	m.debugCheck()
 	return dst, err
 }

@@ -124,6 +124,17 @@ func (q Quant) Decode(dst, src []byte) error {
 	if sz := q.EncodedSize(len(dst)); sz < 0 || len(src) != sz {
 		return fmt.Errorf("%w: adapters: cannot decode %d bytes into %d", errArg, len(src), len(dst))
 	}
+	q.decodeGroups(dst, src, 0, q.groups(len(dst)))
+	return nil
+}
+
+// groups returns the number of groups of an encoding of n bytes of
+// weights (n valid for EncodedSize).
+func (q Quant) groups(n int) int { return (n/2 + q.Group - 1) / q.Group }
+
+// decodeRef is the reference decoder, one element at a time through
+// Format.encode: Decode must equal it bit for bit (the tests check).
+func (q Quant) decodeRef(dst, src []byte) {
 	e := len(dst) / 2
 	groups := (e + q.Group - 1) / q.Group
 	qs := src[4*groups:]
@@ -134,8 +145,120 @@ func (q Quant) Decode(dst, src []byte) error {
 			binary.LittleEndian.PutUint16(dst[2*i:], q.Format.encode(float64(int8(qs[i]))*s))
 		}
 	}
-	return nil
 }
+
+// decodeGroups decodes groups [g0, g1) of the encoding src into dst, the
+// whole weights (sizes checked by the caller): disjoint group ranges
+// write disjoint bytes of dst, so workers can decode them in parallel.
+//
+// The fast path is exact, not an approximation. The product q·s of an
+// int8 and a float32 has at most 31 significant bits, so it is exact as
+// a float64, and the reference rounds it once with Format.encode. For a
+// group whose scale s is at least the format's smallest normal and at
+// most its largest finite over 128, every nonzero product is normal and
+// finite, so only encode's first branch applies, and decodeFP16 and
+// decodeBF16 run that branch without branches. Other scales (huge ones
+// that may overflow, zero, subnormal results, and the infinities, NaNs
+// or negative scales of a hostile encoding) take the reference, element
+// by element.
+func (q Quant) decodeGroups(dst, src []byte, g0, g1 int) {
+	e := len(dst) / 2
+	qs := src[4*q.groups(len(dst)):]
+	man, bias := q.Format.bits()
+	minNormal := math.Ldexp(1, 1-bias)
+	maxFast := math.Ldexp(2-math.Ldexp(1, -int(man)), bias) / 128 // the largest finite over 128
+	for g := g0; g < g1; g++ {
+		bits := binary.LittleEndian.Uint32(src[4*g:])
+		s := float64(math.Float32frombits(bits))
+		lo, hi := g*q.Group, min((g+1)*q.Group, e)
+		d, v := dst[2*lo:2*hi], qs[lo:hi]
+		switch {
+		case s >= minNormal && s <= maxFast && q.Format == FP16:
+			decodeFP16(d, v, s)
+		case s >= minNormal && s <= maxFast:
+			decodeBF16(d, v, s)
+		case bits == 0: // +0: a group of zeros; q·(+0) is ±0 by q's sign
+			d = d[:2*len(v)]
+			for i, b := range v {
+				binary.LittleEndian.PutUint16(d[2*i:], uint16(b&0x80)<<8)
+			}
+		default:
+			for i, b := range v {
+				binary.LittleEndian.PutUint16(d[2*i:], q.Format.encode(float64(int8(b))*s))
+			}
+		}
+	}
+}
+
+// decodeFP16 and decodeBF16 write round(q·s) for every q of v into d,
+// as encode's normal branch does, for a scale s in [smallest normal,
+// largest finite/128] (see decodeGroups): |q·s| is then 0 or normal and
+// finite, computed from |q| (int8abs) with q's sign set apart. The bits
+// of |q·s| are raised to the re-bias constant, where only q = 0 lands and
+// rounds to +0 (every nonzero product is above it): a conditional move,
+// no branch. Eight elements are read and written per step.
+func decodeFP16(d, v []byte, s float64) {
+	d = d[:2*len(v)]
+	for len(v) >= 8 && len(d) >= 16 {
+		w := binary.LittleEndian.Uint64(v)
+		binary.LittleEndian.PutUint64(d, uint64(fp16Of(byte(w), s))|uint64(fp16Of(byte(w>>8), s))<<16|
+			uint64(fp16Of(byte(w>>16), s))<<32|uint64(fp16Of(byte(w>>24), s))<<48)
+		binary.LittleEndian.PutUint64(d[8:], uint64(fp16Of(byte(w>>32), s))|uint64(fp16Of(byte(w>>40), s))<<16|
+			uint64(fp16Of(byte(w>>48), s))<<32|uint64(fp16Of(byte(w>>56), s))<<48)
+		v, d = v[8:], d[16:]
+	}
+	for i, b := range v {
+		binary.LittleEndian.PutUint16(d[2*i:], fp16Of(b, s))
+	}
+}
+
+// fp16Of is one element of decodeFP16: encode's normal branch, with the
+// re-bias and the rounding increment folded into one constant.
+func fp16Of(b byte, s float64) uint16 {
+	const (
+		sh     = 52 - 10
+		rebias = (1023 - 15) << 52
+		inc    = 1<<64 + 1<<(sh-1) - 1 - rebias // wraps: adds half an ulp less one, subtracts rebias
+	)
+	x := max(math.Float64bits(int8abs[b]*s), uint64(rebias))
+	return uint16(b&0x80)<<8 | uint16((x+inc+(x>>sh)&1)>>sh)
+}
+
+// decodeBF16 is decodeFP16 for BF16.
+func decodeBF16(d, v []byte, s float64) {
+	d = d[:2*len(v)]
+	for len(v) >= 8 && len(d) >= 16 {
+		w := binary.LittleEndian.Uint64(v)
+		binary.LittleEndian.PutUint64(d, uint64(bf16Of(byte(w), s))|uint64(bf16Of(byte(w>>8), s))<<16|
+			uint64(bf16Of(byte(w>>16), s))<<32|uint64(bf16Of(byte(w>>24), s))<<48)
+		binary.LittleEndian.PutUint64(d[8:], uint64(bf16Of(byte(w>>32), s))|uint64(bf16Of(byte(w>>40), s))<<16|
+			uint64(bf16Of(byte(w>>48), s))<<32|uint64(bf16Of(byte(w>>56), s))<<48)
+		v, d = v[8:], d[16:]
+	}
+	for i, b := range v {
+		binary.LittleEndian.PutUint16(d[2*i:], bf16Of(b, s))
+	}
+}
+
+// bf16Of is fp16Of for BF16.
+func bf16Of(b byte, s float64) uint16 {
+	const (
+		sh     = 52 - 7
+		rebias = (1023 - 127) << 52
+		inc    = 1<<64 + 1<<(sh-1) - 1 - rebias // wraps: adds half an ulp less one, subtracts rebias
+	)
+	x := max(math.Float64bits(int8abs[b]*s), uint64(rebias))
+	return uint16(b&0x80)<<8 | uint16((x+inc+(x>>sh)&1)>>sh)
+}
+
+// int8abs maps a byte to the magnitude of its value as an int8, as a
+// float64: a load in place of a sign extension and a conversion.
+var int8abs = func() (t [256]float64) {
+	for b := range t {
+		t[b] = math.Abs(float64(int8(b)))
+	}
+	return t
+}()
 
 // Bound returns the bound of the package's error statement for an
 // element x of a group whose stored scale is s: the decoded value is

@@ -107,7 +107,7 @@ func (m *Manager) makeHot(idx uint32, now int64) error {
 	if !a.warm.IsZero() {
 		wb, _ := m.warm.Bytes(a.warm) // live: a's copy is protected while it loads
 		if a.warmQ {
-			err = m.cfg.quant.Decode(buf, wb[:a.warmLen])
+			err = m.decode(buf, wb[:a.warmLen])
 		} else {
 			copy(buf, wb[:a.warmLen])
 		}

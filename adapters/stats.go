@@ -65,10 +65,36 @@ type Stats struct {
 }
 
 // Stats returns the Manager's accounting; after Close, the zero Stats.
+// Only the owner may call it; it also publishes what it returns for
+// Snapshot. Other goroutines (a metrics scraper) call Snapshot.
 func (m *Manager) Stats() Stats {
 	if !m.ok() {
 		return Stats{}
 	}
+	s := m.stats()
+	m.pub.Publish(s)
+	return s
+}
+
+// Snapshot returns the accounting as the owner publishes it, for any
+// goroutine, concurrently with the owner: use it for metrics
+// (metrics.NewAdapters), not for decisions on the owner, which calls
+// Stats. The owner publishes at Stats and Close, and at a Drain when a
+// Snapshot has asked since the last publication. So Snapshot returns a
+// value published in the last millisecond at once; otherwise it asks and
+// waits for the owner's next Drain or Stats, up to 100 ms, and returns
+// the latest value, which from an idle owner is what it last published
+// (the zero Stats if it never published). After Close it returns the
+// counts as they stood at Close, at once. The zero Manager returns the
+// zero Stats.
+func (m *Manager) Snapshot() Stats {
+	if m == nil || m.hot == nil {
+		return Stats{}
+	}
+	return m.pub.Get()
+}
+
+func (m *Manager) stats() Stats {
 	s := Stats{
 		Registered: len(m.byID), Loading: m.inflight, Leases: m.refs, Pinned: m.pinned,
 		Hot:      TierStats{Adapters: m.hotN, Pages: m.hotPages, Bytes: int64(m.hotPages) * int64(m.page)},

@@ -1,0 +1,82 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/locus-go/locus/adapters"
+)
+
+// AdaptersSource is what NewAdapters reads: *adapters.Manager is one.
+type AdaptersSource interface {
+	Snapshot() adapters.Stats
+}
+
+// NewAdapters returns a collector of an adapter manager's residency
+// accounting, labelled manager=name; register it with a
+// prometheus.Registerer. Every scrape reads m.Snapshot once (published by
+// the manager at its Drain and Stats), so it never races the owner and
+// the samples of one scrape agree. A nil m makes a collector whose
+// registration fails. Use it for dashboards of the tiers; a router that
+// reads vLLM's lora gauge needs the batcher's state, which this does not
+// export.
+//
+// Its metrics (counters end in _total):
+//
+//	locus_adapters_registered                       gauge: adapters registered
+//	locus_adapters_tier_adapters{tier="hot"|"warm"|"cold"}  gauge: hot counts loading ones; a hot adapter may keep a warm copy
+//	locus_adapters_tier_bytes{tier="hot"|"warm"}    gauge: page-rounded run bytes (hot), stored bytes (warm)
+//	locus_adapters_loading                          gauge: prefetches in flight
+//	locus_adapters_quantized                        gauge: warm copies stored as int8
+//	locus_adapters_held                             gauge: adapters with live handles
+//	locus_adapters_loads_total{from="warm"|"cold"}  counter
+//	locus_adapters_load_errors_total                counter
+//	locus_adapters_hot_hits_total                   counter: acquires that found the adapter hot
+//	locus_adapters_promotions_total                 counter: adapters made hot
+//	locus_adapters_demotions_total                  counter: by the manager (budgets, room, idleness)
+//	locus_adapters_evictions_total                  counter: by the pages pool
+//	locus_adapters_compressions_total               counter: warm copies stored or converted as int8
+//	locus_adapters_bytes_moved_total                counter: bytes copied into the hot and warm tiers
+func NewAdapters(name string, m AdaptersSource) prometheus.Collector {
+	return newCollector[adapters.Stats]("adapters", "manager", name, m, adaptersFamilies)
+}
+
+var adaptersFamilies = []family[adapters.Stats]{
+	{"registered", "Adapters registered.", nil,
+		func(w *writer, s adapters.Stats) { w.gauge(float64(s.Registered)) }},
+	{"tier_adapters", "Adapters by residency tier: hot (loading included), warm (copies, a hot adapter may keep one) or cold.", []string{"tier"},
+		func(w *writer, s adapters.Stats) {
+			w.gauge(float64(s.Hot.Adapters), "hot")
+			w.gauge(float64(s.Warm.Adapters), "warm")
+			w.gauge(float64(s.Cold), "cold")
+		}},
+	{"tier_bytes", "Bytes held by a tier: the page-rounded runs (hot) or the stored copies (warm).", []string{"tier"},
+		func(w *writer, s adapters.Stats) {
+			w.gauge(float64(s.Hot.Bytes), "hot")
+			w.gauge(float64(s.Warm.Bytes), "warm")
+		}},
+	{"loading", "Prefetches in flight.", nil,
+		func(w *writer, s adapters.Stats) { w.gauge(float64(s.Loading)) }},
+	{"quantized", "Warm copies stored as int8.", nil,
+		func(w *writer, s adapters.Stats) { w.gauge(float64(s.Quantized)) }},
+	{"held", "Adapters with live handles.", nil,
+		func(w *writer, s adapters.Stats) { w.gauge(float64(s.Held)) }},
+	{"loads_total", "Loads into the hot tier by source tier.", []string{"from"},
+		func(w *writer, s adapters.Stats) {
+			w.counter(s.WarmLoads, "warm")
+			w.counter(s.ColdLoads, "cold")
+		}},
+	{"load_errors_total", "Loads that failed.", nil,
+		func(w *writer, s adapters.Stats) { w.counter(s.LoadErrors) }},
+	{"hot_hits_total", "Acquires that found the adapter hot.", nil,
+		func(w *writer, s adapters.Stats) { w.counter(s.HotHits) }},
+	{"promotions_total", "Adapters made hot.", nil,
+		func(w *writer, s adapters.Stats) { w.counter(s.Promotions) }},
+	{"demotions_total", "Hot adapters demoted by the manager: budgets, room, idleness.", nil,
+		func(w *writer, s adapters.Stats) { w.counter(s.Demotions) }},
+	{"evictions_total", "Hot adapters evicted by the pages pool.", nil,
+		func(w *writer, s adapters.Stats) { w.counter(s.Evictions) }},
+	{"compressions_total", "Warm copies stored or converted as int8.", nil,
+		func(w *writer, s adapters.Stats) { w.counter(s.Compressions) }},
+	{"bytes_moved_total", "Bytes copied into the hot and warm tiers.", nil,
+		func(w *writer, s adapters.Stats) { w.counter(s.BytesMoved) }},
+}

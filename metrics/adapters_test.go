@@ -1,0 +1,137 @@
+package metrics_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locus-go/locus/adapters"
+	"github.com/locus-go/locus/backing/heap"
+	"github.com/locus-go/locus/metrics"
+	"github.com/locus-go/locus/pages"
+)
+
+// A scripted sequence of adapter loads, and the exact exposition it
+// leaves: a hot tier of one slot, an int8 warm tier, two adapters of two
+// pages that alternate, the second load of the first from warm.
+func TestAdapters(t *testing.T) {
+	b, err := heap.New(16*4096, 1)
+	require.NoError(t, err)
+	hot, err := pages.New(b, 4096, pages.WithContentTypes(
+		pages.ContentType{Name: "kv"}, pages.ContentType{Name: "adapter", Priority: 1}))
+	require.NoError(t, err)
+	defer hot.Close()
+	m, err := adapters.New(hot, 1, adapters.WithHotBudget(1, 0), adapters.WithWarm(1<<20, 0, 4096),
+		adapters.WithQuantization(adapters.Quant{Format: adapters.FP16, Group: 64}, 0))
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b", "c"} {
+		l, err := adapters.Func(8192, func(dst []byte) (int, error) { clear(dst); return len(dst), nil })
+		require.NoError(t, err)
+		require.NoError(t, m.Register(id, l))
+	}
+	var h adapters.Handle
+	for _, id := range []string{"a", "b", "a", "a"} {
+		if !h.IsZero() {
+			require.NoError(t, m.Release(h))
+		}
+		h, err = m.Acquire(id)
+		require.NoError(t, err)
+	}
+	_, err = m.Drain(nil)
+	require.NoError(t, err)
+	m.Stats() // publishes
+	const want = `
+# HELP locus_adapters_bytes_moved_total Bytes copied into the hot and warm tiers.
+# TYPE locus_adapters_bytes_moved_total counter
+locus_adapters_bytes_moved_total{manager="m"} 29440
+# HELP locus_adapters_compressions_total Warm copies stored or converted as int8.
+# TYPE locus_adapters_compressions_total counter
+locus_adapters_compressions_total{manager="m"} 2
+# HELP locus_adapters_demotions_total Hot adapters demoted by the manager: budgets, room, idleness.
+# TYPE locus_adapters_demotions_total counter
+locus_adapters_demotions_total{manager="m"} 2
+# HELP locus_adapters_evictions_total Hot adapters evicted by the pages pool.
+# TYPE locus_adapters_evictions_total counter
+locus_adapters_evictions_total{manager="m"} 0
+# HELP locus_adapters_held Adapters with live handles.
+# TYPE locus_adapters_held gauge
+locus_adapters_held{manager="m"} 1
+# HELP locus_adapters_hot_hits_total Acquires that found the adapter hot.
+# TYPE locus_adapters_hot_hits_total counter
+locus_adapters_hot_hits_total{manager="m"} 1
+# HELP locus_adapters_load_errors_total Loads that failed.
+# TYPE locus_adapters_load_errors_total counter
+locus_adapters_load_errors_total{manager="m"} 0
+# HELP locus_adapters_loading Prefetches in flight.
+# TYPE locus_adapters_loading gauge
+locus_adapters_loading{manager="m"} 0
+# HELP locus_adapters_loads_total Loads into the hot tier by source tier.
+# TYPE locus_adapters_loads_total counter
+locus_adapters_loads_total{from="cold",manager="m"} 2
+locus_adapters_loads_total{from="warm",manager="m"} 1
+# HELP locus_adapters_promotions_total Adapters made hot.
+# TYPE locus_adapters_promotions_total counter
+locus_adapters_promotions_total{manager="m"} 3
+# HELP locus_adapters_quantized Warm copies stored as int8.
+# TYPE locus_adapters_quantized gauge
+locus_adapters_quantized{manager="m"} 2
+# HELP locus_adapters_registered Adapters registered.
+# TYPE locus_adapters_registered gauge
+locus_adapters_registered{manager="m"} 3
+# HELP locus_adapters_tier_adapters Adapters by residency tier: hot (loading included), warm (copies, a hot adapter may keep one) or cold.
+# TYPE locus_adapters_tier_adapters gauge
+locus_adapters_tier_adapters{manager="m",tier="cold"} 1
+locus_adapters_tier_adapters{manager="m",tier="hot"} 1
+locus_adapters_tier_adapters{manager="m",tier="warm"} 2
+# HELP locus_adapters_tier_bytes Bytes held by a tier: the page-rounded runs (hot) or the stored copies (warm).
+# TYPE locus_adapters_tier_bytes gauge
+locus_adapters_tier_bytes{manager="m",tier="hot"} 8192
+locus_adapters_tier_bytes{manager="m",tier="warm"} 8704
+`
+	require.NoError(t, testutil.CollectAndCompare(metrics.NewAdapters("m", m), strings.NewReader(want)))
+	lint(t, metrics.NewAdapters("m", m))
+	require.NoError(t, m.Release(h))
+	require.NoError(t, m.Close())
+	// After Close: the counts as they stood at Close, at once.
+	require.Equal(t, 3, m.Snapshot().Registered)
+	require.Equal(t, 0, m.Snapshot().Held)
+
+	var nilManager *adapters.Manager
+	for _, c := range []prometheus.Collector{metrics.NewAdapters("m", nil), metrics.NewAdapters("m", nilManager)} {
+		require.Error(t, prometheus.NewRegistry().Register(c))
+	}
+}
+
+// Snapshot from another goroutine while the owner works: race-free, and
+// the owner's Drain answers a waiting reader.
+func TestAdaptersSnapshotConcurrent(t *testing.T) {
+	b, err := heap.New(16*4096, 1)
+	require.NoError(t, err)
+	hot, err := pages.New(b, 4096)
+	require.NoError(t, err)
+	defer hot.Close()
+	m, err := adapters.New(hot, pages.DefaultContent)
+	require.NoError(t, err)
+	l, err := adapters.Func(4096, func(dst []byte) (int, error) { return len(dst), nil })
+	require.NoError(t, err)
+	require.NoError(t, m.Register("a", l))
+	done := make(chan adapters.Stats)
+	go func() { done <- m.Snapshot() }()
+	for {
+		select {
+		case s := <-done:
+			require.Equal(t, 1, s.Registered)
+			require.NoError(t, m.Close())
+			return
+		default:
+			h, err := m.Acquire("a")
+			require.NoError(t, err)
+			require.NoError(t, m.Release(h))
+			_, err = m.Drain(nil)
+			require.NoError(t, err)
+		}
+	}
+}
