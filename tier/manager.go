@@ -9,6 +9,7 @@ import (
 	"github.com/locus-go/locus/internal/ids"
 	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/internal/nocopy"
+	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/transport/mailbox"
 )
@@ -70,6 +71,9 @@ type Manager struct {
 	wg      sync.WaitGroup
 	guards  []atomic.Int32 // per slot: -1 while written, n>0 while n reads run
 	clashes atomic.Uint64
+
+	// pub is the accounting as the owner last published it, for Snapshot.
+	pub snapshot.Cell[Stats]
 }
 
 type slotState uint8
@@ -236,6 +240,7 @@ func New(st Storage, opts ...Option) (*Manager, error) {
 		go m.worker(p)
 	}
 	m.debugCheck()
+	m.pub.Init(m.stats())
 	return m, nil
 }
 
@@ -670,6 +675,7 @@ func (m *Manager) finishLoad(idx uint32, failed int) error {
 			m.nEvictable++
 		}
 	}
+	loaded := uint64(len(rec.slots)) // releaseJob empties rec.slots
 	m.releaseJob(idx)
 	m.emitRemoved(dropped)
 	if stale {
@@ -679,7 +685,7 @@ func (m *Manager) finishLoad(idx uint32, failed int) error {
 	if failed >= 0 {
 		m.c.loadFailures++
 	} else {
-		m.c.loads += uint64(len(rec.slots))
+		m.c.loads += loaded
 	}
 	return nil
 }
@@ -744,6 +750,7 @@ func (m *Manager) Close() error {
 	m.closed = true
 	close(m.tasks)
 	m.wg.Wait()
+	m.pub.Seal(m.stats()) // Snapshot readers get the final counts at once
 	_ = m.tr.Close()
 	return m.st.Close()
 }
@@ -758,8 +765,15 @@ func misses(keys []Key, dst []Result) []Result {
 }
 
 // debugCheck runs Check in invariant builds and keeps the first failure
-// for Check to report.
+// for Check to report. It ends every mutating call (Drain included), so it
+// is also where the owner publishes for a Snapshot that asked.
 func (m *Manager) debugCheck() {
+	m.checkInvariants()
+	m.publishWanted()
+}
+
+// checkInvariants is debugCheck without the publication.
+func (m *Manager) checkInvariants() {
 	if invariants.Enabled && !m.unusable() && m.invErr == nil {
 		m.invErr = m.check()
 	}

@@ -48,12 +48,22 @@ type Stats struct {
 }
 
 // Stats returns the accounting. In invariant builds it also runs Check;
-// see Check for the result.
+// see Check for the result. Only the owner may call it; it also publishes
+// what it returns for Snapshot (until Close).
 func (m *Manager) Stats() Stats {
 	if m == nil || m.st == nil {
 		return Stats{}
 	}
-	m.debugCheck()
+	m.checkInvariants()
+	st := m.stats()
+	if !m.closed {
+		m.pub.Publish(st)
+	}
+	return st
+}
+
+// stats computes Stats without checking or publishing.
+func (m *Manager) stats() Stats {
 	c := m.c
 	return Stats{
 		Medium: m.medium, Capacity: len(m.slots), BlockSize: m.bs, Bytes: int64(len(m.slots)) * int64(m.bs),

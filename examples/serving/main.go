@@ -9,6 +9,12 @@
 // cache shares their blocks, workers release whole sequences with one push,
 // and the command prints the blocks held with and without sharing.
 //
+// With -tiers (shared scenario) a host tier, and with -disk DIR a disk tier
+// behind it, keep the blocks the pool evicts (kv.WithTiers): requests become
+// the turns of -conversations chats, each turn's prompt is the conversation
+// so far, and a turn whose history the small pool evicted loads it back from
+// a tier instead of recomputing it. The command prints each tier's hits.
+//
 // With -metrics it serves the pool's and the manager's Prometheus metrics
 // at /metrics on a loopback address, and keeps serving them after the run
 // until interrupted; with -events (shared scenario) it publishes the
@@ -18,6 +24,7 @@
 //	go run ./examples/serving -requests 256 -workers 4
 //	go run ./examples/serving -scenario shared
 //	go run ./examples/serving -scenario shared -metrics 127.0.0.1:9090 -events tcp://127.0.0.1:5557
+//	go run ./examples/serving -scenario shared -tiers -disk /tmp/kv -metrics 127.0.0.1:9090
 package main
 
 import (
@@ -42,6 +49,13 @@ type config struct {
 	blocks, tokensPerBlock      int
 	prompt, decode              int
 	system, prompts             int // shared scenario: system prompt tokens, distinct system prompts
+	// Shared scenario with tiers: requests are turns of conversations
+	// (0: independent requests); a host tier of hostBlocks, and a disk tier
+	// of diskBlocks in directory disk ("": none).
+	conversations          int
+	tiers                  bool
+	hostBlocks, diskBlocks int
+	disk                   string
 }
 
 func main() {
@@ -55,6 +69,11 @@ func main() {
 	flag.IntVar(&c.decode, "decode", 64, "decode steps per request (varied by request)")
 	flag.IntVar(&c.system, "system", 512, "shared scenario: tokens of each system prompt")
 	flag.IntVar(&c.prompts, "system-prompts", 2, "shared scenario: distinct system prompts")
+	flag.BoolVar(&c.tiers, "tiers", false, "shared scenario: a host tier behind the pool (default pool: 1024 blocks, 32 conversations)")
+	flag.IntVar(&c.hostBlocks, "host-blocks", 8192, "with -tiers: blocks of the host tier (32 MiB)")
+	flag.StringVar(&c.disk, "disk", "", "with -tiers: a disk tier behind the host tier, in this directory (served again by the next run)")
+	flag.IntVar(&c.diskBlocks, "disk-blocks", 8192, "with -disk: blocks of the disk tier")
+	flag.IntVar(&c.conversations, "conversations", 0, "shared scenario: requests are turns of this many conversations (0: independent requests)")
 	scenario := flag.String("scenario", "private", "private (a block table per request) or shared (prefix cache)")
 	metricsAddr := flag.String("metrics", "", "serve Prometheus metrics at /metrics on this loopback address, e.g. 127.0.0.1:9090")
 	public := flag.Bool("metrics-public", false, "allow -metrics on an address other than loopback")
@@ -64,16 +83,29 @@ func main() {
 	flag.IntVar(&o.subscribers, "subscribers", 0, "with -events: wait for this many subscribers (at most -wait) before serving, so that none misses the first batches")
 	flag.DurationVar(&o.wait, "wait", 10*time.Second, "with -subscribers: how long to wait for them")
 	flag.Parse()
+	if c.tiers {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["blocks"] {
+			c.blocks = tieredBlocks
+		}
+		if !set["conversations"] {
+			c.conversations = tieredConversations
+		}
+	}
 	run := serve
 	switch *scenario {
 	case "private":
-		if o.events != "" {
-			fail(2, "-events needs -scenario shared")
+		if o.events != "" || c.tiers || c.conversations > 0 {
+			fail(2, "-events, -tiers and -conversations need -scenario shared")
 		}
 	case "shared":
 		run = serveShared
 	default:
 		fail(2, "-scenario is private or shared")
+	}
+	if c.disk != "" && !c.tiers {
+		fail(2, "-disk needs -tiers")
 	}
 	if *metricsAddr != "" {
 		reg := prometheus.NewRegistry()

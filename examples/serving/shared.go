@@ -21,7 +21,9 @@ import (
 // step that finds the pool full preempts the latest admitted request,
 // which is admitted again later and recomputes only what the prefix cache
 // lost. It reports the blocks held against what the same requests would
-// hold without sharing.
+// hold without sharing. With c.tiers, offload tiers keep what the pool
+// evicts (see offload), and requests are the turns of c.conversations
+// conversations.
 func serveShared(out io.Writer, c config, o *observer) error {
 	p, err := locus.Default(locus.WithBlocks(c.blocks))
 	if err != nil {
@@ -32,12 +34,18 @@ func serveShared(out io.Writer, c config, o *observer) error {
 	if err != nil {
 		return err
 	}
+	tiers, err := newOffload(c, p.BlockSize())
+	if err != nil {
+		return err
+	}
+	defer tiers.close() // after the manager's Close (defers run last first)
+	opts = append(opts, tiers.options()...)
 	m, err := kv.New(p, append(opts, kv.WithTokensPerBlock(c.tokensPerBlock))...)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	if err := errors.Join(o.register(metrics.NewPool("kv", p)), o.register(metrics.NewManager("kv", m))); err != nil {
+	if err := errors.Join(o.register(metrics.NewPool("kv", p)), o.register(metrics.NewManager("kv", m)), tiers.register(o)); err != nil {
 		return err
 	}
 
@@ -60,7 +68,7 @@ func serveShared(out io.Writer, c config, o *observer) error {
 	}
 
 	blocksFor := func(tokens int) int { return (tokens + c.tokensPerBlock - 1) / c.tokensPerBlock }
-	if need := blocksFor(c.system + c.prompt + c.decode/2 + c.decode); need > c.blocks {
+	if need := blocksFor(maxTokens(c)); need > c.blocks {
 		return fmt.Errorf("a request may need %d blocks, the pool has %d", need, c.blocks)
 	}
 	var active, waiting []*sharedRequest // running in admission order; preempted, to readmit first
@@ -129,6 +137,10 @@ func serveShared(out io.Writer, c config, o *observer) error {
 				active = append(active[:i], active[i+1:]...)
 				continue
 			}
+			if !tiers.ready(m, r.id) {
+				i++ // its blocks are loading from a tier: it runs after a later Drain
+				continue
+			}
 			tok := uint32(len(r.tokens))
 			for {
 				err := m.Append(r.id, []uint32{tok})
@@ -170,6 +182,9 @@ func serveShared(out io.Writer, c config, o *observer) error {
 	if _, err := m.Drain(); err != nil {
 		return err
 	}
+	if err := tiers.settle(m); err != nil {
+		return err
+	}
 	if _, err := p.Drain(); err != nil {
 		return err
 	}
@@ -183,6 +198,9 @@ func serveShared(out io.Writer, c config, o *observer) error {
 		st.HitTokens, st.QueryTokens, 100*float64(st.HitTokens)/float64(st.QueryTokens), st.Cached, st.Evictions)
 	fmt.Fprintf(out, "sequences: %d released remotely, %d rejected; %d live, %d blocks in use\n",
 		st.RemoteReleases, st.RejectedReleases, st.Sequences, st.InUse)
+	if err := tiers.report(out, st); err != nil {
+		return err
+	}
 	if st.InUse != 0 || st.Sequences != 0 || st.RejectedReleases != 0 || st.RemoteReleases != uint64(c.requests) ||
 		st.Preemptions != uint64(preemptions) {
 		return fmt.Errorf("accounting does not balance: %+v", st)
@@ -203,6 +221,9 @@ type sharedRequest struct {
 // newRequest returns request i: system prompt i % c.prompts and its own
 // text, with its decode length.
 func newRequest(c config, i int) *sharedRequest {
+	if c.conversations > 0 {
+		return conversationRequest(c, i)
+	}
 	tokens := make([]uint32, c.system+c.prompt, c.system+c.prompt+c.decode/2+c.decode)
 	sys := i % c.prompts
 	for k := range c.system {
