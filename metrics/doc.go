@@ -1,8 +1,9 @@
 // Package metrics exports the accounting of locus's pools, kv managers,
-// KV event publishers, size-class allocators and page pools to Prometheus:
-// each constructor (NewPool, NewManager, NewPublisher, NewClasses,
-// NewPages) returns a prometheus.Collector of one source, which the user
-// registers.
+// KV event publishers, size-class allocators, page pools, offload tiers and
+// adapter managers to Prometheus: each constructor (NewPool, NewManager,
+// NewPublisher, NewClasses, NewPages, NewTier, NewAdapters) returns a
+// prometheus.Collector of one source, which the user registers. NewVLLM
+// exports a kv manager under the metric names a vLLM engine uses.
 //
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(
