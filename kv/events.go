@@ -1,5 +1,7 @@
 package kv
 
+import "github.com/locus-go/locus/tier"
+
 // EventKind tells the three kinds of cache events apart.
 type EventKind uint8
 
@@ -34,6 +36,24 @@ func (k EventKind) String() string {
 //	              when zero), token_ids = Tokens, block_size = BlockSize,
 //	              lora_name = Key.Adapter (null when empty)
 //	BlockRemoved: block_hashes = Hashes
+//	both:         medium = Medium (the publisher's when empty)
+//
+// The hot pool's events have an empty Medium. With tiers (WithTiers) the
+// manager also emits the events of every tier that names its medium and
+// hands its events over (every *tier.Manager does), with Medium the
+// tier's ("CPU", "DISK", ...):
+//
+//   - BlockStored when the blocks' store into the tier completes, at
+//     Drain, after the hot pool's BlockStored of the same blocks. It is
+//     self-describing as the hot pool's is (hashes, parent, tokens, block
+//     size, key), so a router that lost the hot pool's event still
+//     indexes the blocks. Only a block stored by write-back (whose tokens
+//     the manager no longer has) is sent as vLLM's offload placeholder:
+//     its hash alone, no parent, no tokens, no key. A failed or stale
+//     store emits nothing.
+//   - BlockRemoved when the tier drops blocks (eviction, a corrupt block,
+//     the tier's Reset), with their hashes, at the Drain that made the
+//     tier drop them or, for the engine's own calls (Reset), the next.
 //
 // A hash is exported as vLLM does, as its bytes (Hash.AppendBytes) or as
 // a 64-bit integer (Hash.Uint64).
@@ -56,4 +76,168 @@ type Event struct {
 	BlockSize int
 	// Key is the stored blocks' adapter and salt.
 	Key Key
+	// Medium is the tier the event is about: empty for the hot pool (a
+	// publisher writes its own medium, "GPU" by default), else the
+	// tier.Medium of one of WithTiers' tiers, such as "CPU".
+	Medium string
+}
+
+// tierEventSource is what a tier needs for a Manager with a subscriber to
+// emit its events: a medium to name, and the events it records. Every
+// *tier.Manager has both.
+type tierEventSource interface {
+	Medium() tier.Medium
+	TakeEvents(dst []tier.Event) []tier.Event
+}
+
+// tierEvents builds the events of a Manager's tiers; see Event. It is
+// used only with a subscriber (on).
+type tierEvents struct {
+	on     bool
+	src    []tierEventSource // per tier; nil: the tier emits no events
+	medium []string          // per tier
+	// meta holds, by pool block index, what the BlockStored events of a
+	// write-through block need, from its indexing until its last store
+	// completes (its copy holds drop to zero): only blocks in flight.
+	meta   map[int32]storeMeta
+	free   [][]uint32 // token buffers of meta not in use
+	event  Event
+	hashes []Hash
+	tokens []uint32
+	taken  []tier.Event
+}
+
+// storeMeta is what a tier's BlockStored of one block needs beyond its
+// hash.
+type storeMeta struct {
+	parent Hash
+	key    Key
+	tokens []uint32
+}
+
+// initTierEvents sets up the tiers' events: with a subscriber, for every
+// tier that is a tierEventSource with a non-empty medium.
+func (m *Manager) initTierEvents() {
+	te := &m.tev
+	if m.cfg.subscriber == nil || len(m.tiers) == 0 {
+		return
+	}
+	te.on = true
+	te.src = make([]tierEventSource, len(m.tiers))
+	te.medium = make([]string, len(m.tiers))
+	for t := range m.tiers {
+		if s, ok := m.tiers[t].t.(tierEventSource); ok && s.Medium() != "" {
+			te.src[t], te.medium[t] = s, string(s.Medium())
+		}
+	}
+	te.meta = make(map[int32]storeMeta)
+	te.event.BlockSize = m.bs
+}
+
+// keepForStore keeps what the tiers' BlockStored of block bi (of parent
+// hash parent, key key and tokens) need until its stores complete.
+func (m *Manager) keepForStore(bi int32, parent Hash, key Key, tokens []uint32) {
+	te := &m.tev
+	if !te.on {
+		return
+	}
+	m.dropStoreMeta(bi)
+	var buf []uint32
+	if n := len(te.free); n > 0 {
+		buf, te.free = te.free[n-1][:0], te.free[:n-1]
+	}
+	te.meta[bi] = storeMeta{parent: parent, key: key, tokens: append(buf, tokens...)}
+}
+
+// dropStoreMeta forgets what keepForStore kept of block bi, if anything:
+// its stores are over.
+func (m *Manager) dropStoreMeta(bi int32) {
+	te := &m.tev
+	if !te.on {
+		return
+	}
+	if md, ok := te.meta[bi]; ok {
+		te.free = append(te.free, md.tokens[:0])
+		delete(te.meta, bi)
+	}
+}
+
+// emitTierStored emits tier t's BlockStored events of blocks, pool block
+// indices whose store into it completed, in the store's order: one event
+// per run of blocks that chain (each the parent of the next, one key), and
+// one per run of blocks kept without tokens (placeholders).
+func (m *Manager) emitTierStored(t int, blocks []int32) {
+	te := &m.tev
+	if !te.on || te.src[t] == nil {
+		return
+	}
+	te.hashes, te.tokens = te.hashes[:0], te.tokens[:0]
+	var parent Hash
+	var key Key
+	placeholder := false
+	for _, bi := range blocks {
+		h := m.blocks[bi].hash
+		if h.IsZero() {
+			continue // not cached: nothing a router could index
+		}
+		md, self := te.meta[bi]
+		if n := len(te.hashes); n > 0 {
+			chained := self && !placeholder && md.parent == te.hashes[n-1] && md.key == key
+			if !chained && !(placeholder && !self) {
+				m.emitTier(BlockStored, t, parent, key)
+			}
+		}
+		if len(te.hashes) == 0 {
+			placeholder = !self
+			parent, key = md.parent, md.key // zero for a placeholder
+		}
+		te.hashes = append(te.hashes, h)
+		te.tokens = append(te.tokens, md.tokens...)
+	}
+	if len(te.hashes) > 0 {
+		m.emitTier(BlockStored, t, parent, key)
+	}
+}
+
+// takeTierEvents emits a BlockRemoved for every removal tier t recorded
+// since the last call. Its BlockStored events are not republished: kv
+// emits its own, self-describing, as the stores complete.
+func (m *Manager) takeTierEvents(t int) {
+	te := &m.tev
+	if !te.on || te.src[t] == nil {
+		return
+	}
+	te.taken = te.src[t].TakeEvents(te.taken[:0])
+	n := uint8(m.cfg.algo.size())
+	for _, ev := range te.taken {
+		if ev.Kind != tier.BlockRemoved || len(ev.Keys) == 0 {
+			continue
+		}
+		te.hashes = te.hashes[:0]
+		for _, k := range ev.Keys {
+			te.hashes = append(te.hashes, Hash{sum: k.Hash, n: n})
+		}
+		m.emitTier(BlockRemoved, t, Hash{}, Key{})
+	}
+	clear(te.taken)
+	te.taken = te.taken[:0]
+}
+
+// emitTier passes the event of tier t built in te.hashes and te.tokens
+// to the subscriber, and empties them.
+func (m *Manager) emitTier(kind EventKind, t int, parent Hash, key Key) {
+	te := &m.tev
+	ev := &te.event
+	ev.Kind, ev.Medium, ev.Hashes, ev.Parent, ev.Key = kind, te.medium[t], te.hashes, parent, key
+	if kind == BlockStored {
+		ev.Tokens = te.tokens
+	}
+	defer func() {
+		*ev = Event{BlockSize: m.bs}
+		te.hashes, te.tokens = te.hashes[:0], te.tokens[:0]
+		if recover() != nil {
+			m.st.SubscriberPanics++
+		}
+	}()
+	m.cfg.subscriber(ev)
 }

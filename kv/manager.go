@@ -142,6 +142,7 @@ type Manager struct {
 	batch []int32
 	srcs  [][]byte
 	tdone []tier.Done
+	tev   tierEvents // the tiers' events (events.go)
 }
 
 type blockMeta struct {
@@ -264,6 +265,7 @@ func New(p BlockPool, opts ...Option) (*Manager, error) {
 		}
 		m.byJob = make(map[xferKey]int32)
 		m.query = LoadQuery{TokensPerBlock: m.bs, BlockBytes: bb, ComputePerToken: cfg.cost.ComputePerToken, Overhead: cfg.cost.Overhead}
+		m.initTierEvents()
 	}
 	m.pub.Init(m.stats())
 	return m, nil
@@ -560,6 +562,7 @@ func (m *Manager) indexBlock(s *seq, i int, tokens []uint32) {
 	m.st.Stored++
 	if len(m.tiers) > 0 && m.cfg.demotion == WriteThrough {
 		m.queue(bi, m.drains+1) // its KV is computed by the next Drain
+		m.keepForStore(bi, parent, s.key, tokens)
 	}
 	if m.cfg.subscriber != nil {
 		if len(m.storedHash) == 0 {

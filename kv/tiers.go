@@ -24,6 +24,12 @@ import (
 // (copies in flight then complete as failures, and kv recomputes what they
 // would have loaded), Close (kv abandons the tier at its next Drain).
 //
+// With a subscriber (WithSubscriber), a Manager emits the events of every
+// tier that has a medium and records events (Medium and TakeEvents, as
+// *tier.Manager has them): it takes the tier's events at its Drain (do
+// not call TakeEvents yourself then) and emits them, with the tier's
+// medium, as the hot pool's events are emitted (see Event).
+//
 // Implement it yourself only to wrap a *tier.Manager (to count, trace or
 // inject faults). A Drain that returns an error matching pool.ErrClosed
 // promises that no copy of the tier runs any more: kv then gives the
@@ -531,6 +537,7 @@ func (m *Manager) unhold(i int32) {
 		return
 	}
 	m.inFlight--
+	m.dropStoreMeta(i)
 	if b.evictAfter {
 		b.evictAfter = false
 		m.demoting--
@@ -628,6 +635,7 @@ func (m *Manager) issueStores() {
 			off += (len(m.tkeys) - off) / 2
 			plan, err = ts.t.Store(m.tkeys[off:], m.srcs[off:])
 		}
+		m.takeTierEvents(t) // what the store evicted
 		if err != nil {
 			ts.st.StoreFailures++
 			continue
@@ -660,12 +668,14 @@ func (m *Manager) drainTiers() {
 		if ts.closed {
 			continue
 		}
+		m.takeTierEvents(t) // what the engine's calls (Reset) removed
 		done, err := ts.t.Drain(m.tdone[:0])
 		for _, d := range done {
 			if xi, ok := m.byJob[xferKey{t, d.Job}]; ok {
 				m.finish(xi, d)
 			}
 		}
+		m.takeTierEvents(t) // what the copies removed (corrupt blocks)
 		clear(done)
 		m.tdone = done[:0]
 		if err != nil && errors.Is(err, pool.ErrClosed) {
@@ -725,6 +735,7 @@ func (m *Manager) finish(xi int32, d tier.Done) {
 		// with their last hold, counted neither loaded nor failed.
 	} else if ok {
 		ts.st.StoredBlocks += uint64(len(x.blocks))
+		m.emitTierStored(x.tier, x.blocks)
 	} else {
 		ts.st.StoreFailures++
 	}

@@ -65,11 +65,12 @@ type record struct {
 	blockSize int
 	parent    kv.Hash
 	key       kv.Key
+	medium    string // the event's own medium; empty: the publisher's
 }
 
 // add copies ev into b. Only the holder of b calls it.
 func (b *batch) add(ev *kv.Event) {
-	r := record{kind: ev.Kind, hashes: len(ev.Hashes), blockSize: ev.BlockSize, key: ev.Key}
+	r := record{kind: ev.Kind, hashes: len(ev.Hashes), blockSize: ev.BlockSize, key: ev.Key, medium: ev.Medium}
 	b.hash = append(b.hash, ev.Hashes...)
 	if ev.Kind == kv.BlockStored {
 		r.parent = ev.Parent
@@ -82,7 +83,7 @@ func (b *batch) add(ev *kv.Event) {
 // reset empties b for reuse, keeping its buffers, and returns it to the
 // sealed status of a free batch with the next generation.
 func (b *batch) reset() {
-	clear(b.recs) // drop the adapter and salt strings
+	clear(b.recs) // drop the adapter, salt and medium strings
 	b.recs, b.hash, b.toks = b.recs[:0], b.hash[:0], b.toks[:0]
 	b.ts = time.Time{}
 	b.state.Store(state(b.state.Load()>>2+1, sealed))

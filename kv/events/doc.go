@@ -35,7 +35,9 @@
 //	                  token_ids         kv.Event.Tokens, BlockSize per hash, as unsigned integers
 //	                  block_size        kv.Event.BlockSize
 //	                  lora_id           nil (locus names adapters; it has no integer ids)
-//	                  medium            WithMedium's (default "GPU"); nil when empty
+//	                  medium            kv.Event.Medium (a tier's, such as "CPU"), or when that
+//	                                    is empty (the hot pool) WithMedium's (default "GPU");
+//	                                    nil when both are empty
 //	                  lora_name         kv.Event.Key.Adapter; nil when empty
 //	                  extra_keys        one entry per block: nil, or the array of vLLM's extra
 //	                                    hash keys of that block: the adapter name, then, in a

@@ -73,7 +73,7 @@ func (e *encoder) appendEvent(dst []byte, r *record, hashes []kv.Hash, tokens []
 		}
 		dst = msgp.AppendUint64(e.key(dst, "block_size"), uint64(max(r.blockSize, 0)))
 		dst = msgp.AppendNil(e.key(dst, "lora_id"))
-		dst = appendOptString(e.key(dst, "medium"), e.medium)
+		dst = appendOptString(e.key(dst, "medium"), e.mediumOf(r))
 		dst = appendOptString(e.key(dst, "lora_name"), r.key.Adapter)
 		dst = e.key(dst, "extra_keys")
 		dst = msgp.AppendArrayHeader(dst, uint32(len(hashes)))
@@ -83,11 +83,20 @@ func (e *encoder) appendEvent(dst []byte, r *record, hashes []kv.Hash, tokens []
 	case kv.BlockRemoved:
 		dst = e.head(dst, "BlockRemoved", 3)
 		dst = e.appendHashes(e.key(dst, "block_hashes"), hashes)
-		dst = appendOptString(e.key(dst, "medium"), e.medium)
+		dst = appendOptString(e.key(dst, "medium"), e.mediumOf(r))
 	default: // kv.AllBlocksCleared; record filters the kinds
 		dst = e.head(dst, "AllBlocksCleared", 1)
 	}
 	return dst
+}
+
+// mediumOf returns the medium of r on the wire: the event's own (a tier's,
+// such as "CPU"), else the publisher's (WithMedium), the hot pool's.
+func (e *encoder) mediumOf(r *record) string {
+	if r.medium != "" {
+		return r.medium
+	}
+	return e.medium
 }
 
 // head starts an event of n elements, its tag included: an array whose

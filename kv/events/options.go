@@ -202,8 +202,10 @@ func WithEncoding(e Encoding) Option { return optionFunc(func(c *config) { c.enc
 // WithHashes sets the form of block hashes (default Uint64Hashes).
 func WithHashes(f HashForm) Option { return optionFunc(func(c *config) { c.hashes = f }) }
 
-// WithMedium sets the medium field of the events (default DefaultMedium);
-// an empty medium is sent as nil.
+// WithMedium sets the medium field of the hot pool's events, those whose
+// kv.Event.Medium is empty (default DefaultMedium); an empty medium is
+// sent as nil. An event of a tier (a kv.Manager WithTiers) carries its own
+// medium, such as "CPU", which is sent instead.
 func WithMedium(medium string) Option { return optionFunc(func(c *config) { c.medium = medium }) }
 
 // WithDataParallelRank sets the data-parallel rank every batch carries
