@@ -65,3 +65,7 @@ func (e *ExhaustedError) Never() bool { return e.Blocks > e.Capacity }
 func (e *ExhaustedError) Is(target error) bool {
 	return target == pool.ErrExhausted || (target == ErrTooLarge && e.Never())
 }
+
+// errBadPool is a BlockPool that broke its contract (a block outside its
+// capacity, or one handed out twice); it matches pool.ErrInvalidHandle.
+var errBadPool = fmt.Errorf("misbehaving block pool: %w", pool.ErrInvalidHandle)

@@ -1,6 +1,7 @@
 package kv_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"runtime/debug"
@@ -59,5 +60,32 @@ func TestNewRefusesAbsurdOptions(t *testing.T) {
 	_, _, err = m.Admit([]uint32{1, 2, 3}, kv.Key{})
 	if !errors.Is(err, pool.ErrClosed) || !strings.Contains(err.Error(), "manager closed") {
 		t.Errorf("Admit after Close: %v", err)
+	}
+}
+
+// liarPool hands out one block past its capacity.
+type liarPool struct{ kv.BlockPool }
+
+func (l liarPool) AllocChunk(dst []pool.Handle) error {
+	if err := l.BlockPool.AllocChunk(dst); err != nil {
+		return err
+	}
+	b, _ := dst[0].MarshalBinary()
+	binary.LittleEndian.PutUint32(b[8:], 1000) // index 1000 of a pool of 8
+	_ = dst[0].UnmarshalBinary(b)
+	return nil
+}
+
+// A BlockPool that breaks its contract gets an error, not a panic.
+func TestMisbehavingBlockPool(t *testing.T) {
+	p := newPool(t, 8, 64)
+	m, err := kv.New(liarPool{p})
+	require.NoError(t, err)
+	_, _, err = m.Admit(make([]uint32, 40), kv.Key{})
+	if !errors.Is(err, pool.ErrInvalidHandle) || !strings.Contains(err.Error(), "block 1000") {
+		t.Fatalf("Admit over a pool that hands out block 1000 of 8: %v", err)
+	}
+	if st := m.Stats(); st.InUse != 0 || st.Free != 8 {
+		t.Fatalf("after the refusal: %+v", st)
 	}
 }

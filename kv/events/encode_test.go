@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,9 @@ func TestInvalidOptions(t *testing.T) {
 		{"unknown encoding", events.WithEncoding(9)},
 		{"unknown hash form", events.WithHashes(0)},
 		{"negative rank", events.WithDataParallelRank(-1)},
+		{"topic not UTF-8", events.WithTopic("\xff\xfe")},
+		{"huge topic", events.WithTopic(strings.Repeat("k", 4096))},
+		{"medium not UTF-8", events.WithMedium("\xff")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := events.New(loopback, c.opt)

@@ -3,6 +3,7 @@ package events
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/locus-go/locus/pool"
 )
@@ -217,8 +218,15 @@ func WithDataParallelRank(rank int) Option { return optionFunc(func(c *config) {
 // listens, instead of listening on it (the default).
 func WithDial() Option { return optionFunc(func(c *config) { c.dial = true }) }
 
+// maxTopic bounds a topic or medium: text a router parses, not a payload.
+const maxTopic = 1024
+
 func (c *config) validate() error {
 	switch {
+	case !utf8.ValidString(c.topic) || len(c.topic) > maxTopic:
+		return fmt.Errorf("events: %w: topic %q: want valid UTF-8 of at most %d bytes (routers parse it as text)", pool.ErrInvalidConfig, c.topic, maxTopic)
+	case !utf8.ValidString(c.medium) || len(c.medium) > maxTopic:
+		return fmt.Errorf("events: %w: medium %q: want valid UTF-8 of at most %d bytes", pool.ErrInvalidConfig, c.medium, maxTopic)
 	case c.batchSize <= 0 || c.batchSize > maxBatchSize:
 		return fmt.Errorf("events: %w: batch size %d; want 1 to %d", pool.ErrInvalidConfig, c.batchSize, maxBatchSize)
 	case c.interval <= 0:
