@@ -33,6 +33,7 @@ const (
 	clsOpenAfterClose                   // Close closes nothing
 	clsFrozenSnapshot                   // Snapshot returns the first snapshot, forever
 	clsSwallowsRejects                  // FreeChunk returns nil when it rejects handles
+	clsSharesClasses                    // Classes returns the slice it keeps, so a caller's edit sticks
 )
 
 // brokenCls wraps a real allocator; its fields are the owner's, but for
@@ -167,6 +168,13 @@ func (b *brokenCls) FreeChunk(chunk []classes.Handle) error {
 
 func (b *brokenCls) Bytes(h classes.Handle) ([]byte, error) { return b.clsSubject.Bytes(b.fix(h)) }
 
+func (b *brokenCls) Classes() []classes.Class {
+	if b.d == clsSharesClasses {
+		return b.cls // its own: a caller's edit changes what it reports next
+	}
+	return b.clsSubject.Classes()
+}
+
 func (b *brokenCls) Stats() classes.Stats {
 	st := b.clsSubject.Stats()
 	if b.d == clsRequestedWrong {
@@ -291,6 +299,11 @@ func brokenClasses() []brokenComponent {
 			name: "classes: allocators over one region per class",
 			run:  classesOf(sharedClasses()),
 			want: catches(nil, "ForeignHandle", "RemoteExactlyOnce"),
+		},
+		{
+			name: "classes: Classes returns the slice it keeps",
+			run:  classesOf(newBrokenCls(clsSharesClasses)),
+			want: catches(ErrAliased, "SmallestClass"),
 		},
 		{
 			name: "classes: FreeChunk hides its rejections",

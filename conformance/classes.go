@@ -272,7 +272,8 @@ type clBlock struct {
 }
 
 func newClModel(c clsSubject) (*clModel, error) {
-	cls := c.Classes()
+	cls := slices.Clone(c.Classes()) // the model's own, whatever the allocator does with its
+
 	if len(cls) < classesMin {
 		return nil, &ctorError{fmt.Errorf("the size-class suite needs at least %d classes, got %d", classesMin, len(cls))}
 	}
@@ -659,6 +660,15 @@ func checkClassesSmallest(r *clCase) error {
 		return err
 	}
 	c := m.c
+	// Classes hands out a copy: a caller that edits what it got changes
+	// neither a later Classes nor the routing (checked by the rest).
+	mine := c.Classes()
+	for i := range mine {
+		mine[i] = classes.Class{Size: 1 << 30, Blocks: 1}
+	}
+	if again := c.Classes(); !slices.Equal(again, m.cls) {
+		return violationf(ErrAliased, "Classes() returned a slice the allocator keeps: after the caller wrote to it, Classes() = %v, want %v", again, m.cls)
+	}
 	for round := range scaled(8) {
 		for _, n := range m.sizes() {
 			for _, how := range []int{viaAlloc, viaAllocBytes} {
