@@ -273,7 +273,6 @@ type clBlock struct {
 
 func newClModel(c clsSubject) (*clModel, error) {
 	cls := slices.Clone(c.Classes()) // the model's own, whatever the allocator does with its
-
 	if len(cls) < classesMin {
 		return nil, &ctorError{fmt.Errorf("the size-class suite needs at least %d classes, got %d", classesMin, len(cls))}
 	}
