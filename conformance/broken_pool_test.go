@@ -177,6 +177,31 @@ func (p tornPool) Snapshot() pool.Stats {
 	return st
 }
 
+// statsOnlyPool's Snapshot is refreshed only by Stats: a scraper of an
+// owner that only drains stays stale.
+type statsOnlyPool struct {
+	subject
+	mu   *sync.Mutex
+	last *pool.Stats
+}
+
+func (p statsOnlyPool) Stats() pool.Stats {
+	st := p.subject.Stats()
+	p.mu.Lock()
+	*p.last = st
+	p.mu.Unlock()
+	return st
+}
+
+func (p statsOnlyPool) Snapshot() pool.Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last.Capacity == 0 {
+		*p.last = p.subject.Stats() // the owner's first publication
+	}
+	return *p.last
+}
+
 // allocPool's Alloc allocates on every 100th call.
 type allocPool struct {
 	subject

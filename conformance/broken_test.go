@@ -632,6 +632,13 @@ func brokenComponents() []brokenComponent {
 			})),
 		},
 		{
+			name: "pool snapshots refresh only at Stats",
+			want: catches(ErrAccounting, "Snapshot"),
+			run: pools(wrapped(mailboxPool, func(s subject) subject {
+				return statsOnlyPool{s, new(sync.Mutex), new(pool.Stats)}
+			})),
+		},
+		{
 			name: "pool Alloc allocates now and then",
 			want: catches(ErrAllocs, "ZeroAllocs"),
 			run: pools(wrapped(mailboxPool, func(s subject) subject {

@@ -166,7 +166,7 @@ var poolCases = []testCase[subject]{
 	},
 	{
 		name:        "Snapshot",
-		explanation: "Snapshot may be read by another goroutine while the owner, and workers, keep the pool busy: every snapshot satisfies the identities of pool.Stats, counters never go back, and after the owner's last Drain it equals Stats",
+		explanation: "Snapshot may be read by another goroutine while the owner, and workers, keep the pool busy: every snapshot satisfies the identities of pool.Stats, counters never go back, a snapshot asked for while the owner only drains reflects the owner's allocations (the owner publishes at Drain when asked), and after the owner's last Drain it equals Stats",
 		run:         checkSnapshot,
 	},
 	{

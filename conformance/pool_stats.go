@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/locus-go/locus/pool"
 )
@@ -200,11 +202,60 @@ func checkAccounting(r *plRun) error {
 	return nil
 }
 
+// checkSnapshotFresh: an owner that only drains keeps a scraper fresh. The
+// owner allocates without calling Stats; a Snapshot asked for later (past
+// the freshness window of the last publication) gets the allocations once
+// the owner drains: the owner publishes at Drain when a reader asked, not
+// only at Stats or Close.
+func checkSnapshotFresh(r *plRun) error {
+	s, ctx := r.x, r.ctx
+	live := s.Stats().Live // publishes
+	const k = 3
+	hs := make([]pool.Handle, 0, k)
+	for range k {
+		h, err := s.Alloc()
+		if err != nil {
+			return violationf(ErrContract, "Alloc on a fresh pool: %v", err)
+		}
+		hs = append(hs, h)
+	}
+	time.Sleep(5 * time.Millisecond) // the Stats publication is no longer fresh
+	got := make(chan pool.Stats, 1)
+	go func() { got <- s.Snapshot() }()
+	var st pool.Stats
+wait:
+	for {
+		select {
+		case st = <-got:
+			break wait
+		case <-ctx.Done():
+			return violationf(ErrDeadlock, "Snapshot did not return while the owner drained")
+		default:
+			if _, err := s.Drain(); err != nil {
+				return violationf(ErrContract, "Drain: %v", err)
+			}
+			runtime.Gosched()
+		}
+	}
+	for _, h := range hs {
+		if err := s.Free(h); err != nil {
+			return violationf(ErrContract, "Free: %v", err)
+		}
+	}
+	if st.Live != live+k {
+		return violationf(ErrAccounting, "a Snapshot asked for while the owner only drained says %d blocks live, want %d: the owner does not publish at Drain when asked (a scraper of a drain-only owner is stale forever)", st.Live, live+k)
+	}
+	return nil
+}
+
 func checkSnapshot(r *plRun) error {
 	s, ctx := r.x, r.ctx
 	n := capacityOf(s)
 	if first := s.Snapshot(); first.Capacity != n {
 		return violationf(ErrAccounting, "Snapshot of a fresh pool says capacity %d, Stats %d", first.Capacity, n)
+	}
+	if err := checkSnapshotFresh(r); err != nil {
+		return err
 	}
 	// The scraper reads snapshots whenever the owner ticks, concurrently
 	// with the owner's next steps.
