@@ -587,17 +587,20 @@ func (m *Manager) allocate(need int) ([]pool.Handle, int, error) {
 		if err := m.p.AllocChunk(fresh[:k]); err != nil {
 			return nil, 0, err
 		}
-		// A BlockPool that hands out a block past its capacity, or one
-		// the manager holds, is refused, its chunk given back: nothing
-		// indexes out of range or holds a block twice.
-		for _, h := range fresh[:k] {
-			if i := h.Index(); i < 0 || i >= len(m.blocks) || m.blocks[i].held {
+		for j, h := range fresh[:k] {
+			// A BlockPool that hands out a block past its capacity, or
+			// one the manager holds, is refused: the blocks marked so far
+			// are unmarked and the chunk given back, so nothing indexes
+			// out of range or holds a block twice.
+			i := h.Index()
+			if i < 0 || i >= len(m.blocks) || m.blocks[i].held {
+				for _, g := range fresh[:j] {
+					m.blocks[g.Index()].held = false
+				}
 				_ = m.p.FreeChunk(fresh[:k])
 				return nil, 0, fmt.Errorf("kv: %w: the pool handed out block %d of %d, outside its capacity or already held", errBadPool, i, len(m.blocks))
 			}
-		}
-		for _, h := range fresh[:k] {
-			b := &m.blocks[h.Index()]
+			b := &m.blocks[i]
 			b.h, b.held = h, true
 		}
 		m.held += k

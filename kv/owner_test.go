@@ -63,29 +63,41 @@ func TestNewRefusesAbsurdOptions(t *testing.T) {
 	}
 }
 
-// liarPool hands out one block past its capacity.
-type liarPool struct{ kv.BlockPool }
+// liarPool hands out one block past its capacity (at the end of the
+// chunk, after good ones), or with twice set the same block twice.
+type liarPool struct {
+	kv.BlockPool
+	twice bool
+}
 
 func (l liarPool) AllocChunk(dst []pool.Handle) error {
 	if err := l.BlockPool.AllocChunk(dst); err != nil {
 		return err
 	}
-	b, _ := dst[0].MarshalBinary()
+	last := len(dst) - 1
+	if l.twice {
+		dst[last] = dst[0]
+		return nil
+	}
+	b, _ := dst[last].MarshalBinary()
 	binary.LittleEndian.PutUint32(b[8:], 1000) // index 1000 of a pool of 8
-	_ = dst[0].UnmarshalBinary(b)
+	_ = dst[last].UnmarshalBinary(b)
 	return nil
 }
 
 // A BlockPool that breaks its contract gets an error, not a panic.
 func TestMisbehavingBlockPool(t *testing.T) {
-	p := newPool(t, 8, 64)
-	m, err := kv.New(liarPool{p})
-	require.NoError(t, err)
-	_, _, err = m.Admit(make([]uint32, 40), kv.Key{})
-	if !errors.Is(err, pool.ErrInvalidHandle) || !strings.Contains(err.Error(), "block 1000") {
-		t.Fatalf("Admit over a pool that hands out block 1000 of 8: %v", err)
-	}
-	if st := m.Stats(); st.InUse != 0 || st.Free != 8 {
-		t.Fatalf("after the refusal: %+v", st)
+	for _, twice := range []bool{false, true} {
+		p := newPool(t, 8, 64)
+		m, err := kv.New(liarPool{p, twice})
+		require.NoError(t, err)
+		_, _, err = m.Admit(make([]uint32, 40), kv.Key{})
+		if !errors.Is(err, pool.ErrInvalidHandle) || !twice && !strings.Contains(err.Error(), "block 1000") {
+			t.Fatalf("Admit over a pool that hands out a bad block (twice %v): %v", twice, err)
+		}
+		if st := m.Stats(); st.InUse != 0 || st.Free != 8 {
+			t.Fatalf("after the refusal (twice %v): %+v", twice, st)
+		}
+		require.NoError(t, m.Check())
 	}
 }
