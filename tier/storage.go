@@ -1,5 +1,11 @@
 package tier
 
+import (
+	"fmt"
+
+	"github.com/locus-go/locus/pool"
+)
+
 // Storage is the medium under a Manager: Slots() slots of BlockSize() bytes
 // each. tier/host and tier/disk implement it; implement it to put a Manager
 // over another medium (a remote store, a device).
@@ -45,4 +51,19 @@ type Recovered struct {
 	Slot int
 	Key  Key
 	Gen  uint64
+}
+
+// CheckSlot is the argument check every Storage's WriteSlot and ReadSlot
+// starts with: slot in [0, slots) and a buffer of exactly blockSize bytes,
+// else an error wrapping pool.ErrInvalidArgument that names the storage
+// (who). A Storage of your own can use it; whether the storage is closed is
+// the storage's to check first.
+func CheckSlot(who string, slot, slots, blockSize int, buf []byte) error {
+	switch {
+	case slot < 0 || slot >= slots:
+		return fmt.Errorf("%w: %s: slot %d of %d", pool.ErrInvalidArgument, who, slot, slots)
+	case len(buf) != blockSize:
+		return fmt.Errorf("%w: %s: %d-byte buffer for %d-byte blocks", pool.ErrInvalidArgument, who, len(buf), blockSize)
+	}
+	return nil
 }

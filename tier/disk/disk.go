@@ -274,12 +274,8 @@ func (t *Tier) check(slot int, b []byte) error {
 	switch {
 	case t == nil || t.f == nil || t.closed.Load():
 		return pool.ErrClosed
-	case slot < 0 || slot >= t.slots:
-		return fmt.Errorf("%w: disk: slot %d of %d", pool.ErrInvalidArgument, slot, t.slots)
-	case len(b) != t.bs:
-		return fmt.Errorf("%w: disk: %d-byte buffer for %d-byte blocks", pool.ErrInvalidArgument, len(b), t.bs)
 	}
-	return nil
+	return tier.CheckSlot("disk", slot, t.slots, t.bs, b)
 }
 
 // WriteSlot writes the block: payload first, header last, so that a crash

@@ -231,12 +231,8 @@ func (t *Tier) check(slot int, b []byte) error {
 	switch {
 	case t == nil || t.rows == nil || t.closed:
 		return pool.ErrClosed
-	case slot < 0 || slot >= len(t.rows):
-		return fmt.Errorf("%w: host: slot %d of %d", pool.ErrInvalidArgument, slot, len(t.rows))
-	case len(b) != t.bs:
-		return fmt.Errorf("%w: host: %d-byte buffer for %d-byte blocks", pool.ErrInvalidArgument, len(b), t.bs)
 	}
-	return nil
+	return tier.CheckSlot("host", slot, len(t.rows), t.bs, b)
 }
 
 // WriteSlot copies src into row slot (one memmove) and records its key and

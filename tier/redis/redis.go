@@ -371,23 +371,19 @@ func (t *Tier) fail(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-func (t *Tier) args(slot int, b []byte) error {
+func (t *Tier) check(slot int, b []byte) error {
 	switch {
 	case t == nil || t.c == nil || t.closed.Load():
 		return pool.ErrClosed
-	case slot < 0 || slot >= t.slots:
-		return fmt.Errorf("%w: redis: slot %d of %d", pool.ErrInvalidArgument, slot, t.slots)
-	case len(b) != t.bs:
-		return fmt.Errorf("%w: redis: block of %d bytes, want %d", pool.ErrInvalidArgument, len(b), t.bs)
 	}
-	return nil
+	return tier.CheckSlot("redis", slot, t.slots, t.bs, b)
 }
 
 // WriteSlot stores block src of key k, stamped with generation gen, in one
 // SET (with WithTTL's expiry). The slot names nothing in Redis: the key
 // does.
 func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
-	if err := t.args(slot, src); err != nil {
+	if err := t.check(slot, src); err != nil {
 		return err
 	}
 	if gen == 0 {
@@ -414,7 +410,7 @@ func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
 // Tier wrote with another generation, ErrUnavailable when the call fails.
 // On error dst holds garbage.
 func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
-	if err := t.args(slot, dst); err != nil {
+	if err := t.check(slot, dst); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.timeout)
