@@ -70,17 +70,7 @@ Flags:
 		return err
 	}
 	finish(sc.WallSeconds)
-	if *asJSON {
-		if err := writeJSON(stdout, sc); err != nil {
-			return err
-		}
-	} else {
-		eval.WriteScaleText(stdout, sc)
-	}
-	if !sc.GatesOK {
-		return fmt.Errorf("%w: some cells failed their proof gates (INVALID)", errFailed)
-	}
-	return nil
+	return writeDoc(stdout, *asJSON, sc, func(w io.Writer) { eval.WriteScaleText(w, sc) }, sc.GatesOK, "cells")
 }
 
 // countList parses a comma-separated list of counts; "" is an empty, not

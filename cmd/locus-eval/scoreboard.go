@@ -152,15 +152,22 @@ func runScoreboard(args []string, stdout, stderr io.Writer) error {
 			defer fmt.Fprintf(stdout, "\nfigures: %s\n", strings.Join(files, ", "))
 		}
 	}
-	if *asJSON {
-		if err := writeJSON(stdout, sb); err != nil {
+	return writeDoc(stdout, *asJSON, sb, func(w io.Writer) { eval.WriteText(w, sb) }, sb.GatesOK, "cells")
+}
+
+// writeDoc writes a run's JSON document with -json, else its text, and
+// then fails with errFailed if some of its parts (what: cells,
+// configurations) failed their proof gates.
+func writeDoc(stdout io.Writer, asJSON bool, doc any, text func(io.Writer), gatesOK bool, what string) error {
+	if asJSON {
+		if err := writeJSON(stdout, doc); err != nil {
 			return err
 		}
 	} else {
-		eval.WriteText(stdout, sb)
+		text(stdout)
 	}
-	if !sb.GatesOK {
-		return fmt.Errorf("%w: some cells failed their proof gates (INVALID)", errFailed)
+	if !gatesOK {
+		return fmt.Errorf("%w: some %s failed their proof gates (INVALID)", errFailed, what)
 	}
 	return nil
 }

@@ -58,15 +58,5 @@ Flags:
 		return err
 	}
 	finish(t.WallSeconds)
-	if *asJSON {
-		if err := writeJSON(stdout, t); err != nil {
-			return err
-		}
-	} else {
-		eval.WriteLedger(stdout, t)
-	}
-	if !t.GatesOK {
-		return fmt.Errorf("%w: %w", errFailed, errors.New("some configurations failed their proof gates (INVALID)"))
-	}
-	return nil
+	return writeDoc(stdout, *asJSON, t, func(w io.Writer) { eval.WriteLedger(w, t) }, t.GatesOK, "configurations")
 }
