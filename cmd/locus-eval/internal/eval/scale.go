@@ -247,7 +247,7 @@ func RunScale(o ScaleOptions) (*Scale, error) {
 	}
 	for i := range sc.Cycle {
 		r := &sc.Cycle[i]
-		if one := sc.row(sc.Cycle, bench.FreeCycle.Name, 1, r.Contender); one != nil && one.GatesOK && r.GatesOK && one.PerProducerUS > 0 {
+		if one := findRow(sc.Cycle, bench.FreeCycle.Name, 1, r.Contender); one != nil && one.GatesOK && r.GatesOK && one.PerProducerUS > 0 {
 			r.Growth = r.PerProducerUS / one.PerProducerUS
 		}
 	}
@@ -266,7 +266,8 @@ func splitScaled(name string) (string, int) {
 	return base, w.Workers
 }
 
-func (sc *Scale) row(rows []ScaleRow, workload string, workers int, contender string) *ScaleRow {
+// findRow returns the row of a workload, worker count and contender, or nil.
+func findRow(rows []ScaleRow, workload string, workers int, contender string) *ScaleRow {
 	for i := range rows {
 		if rows[i].Workload == workload && rows[i].Workers == workers && rows[i].Contender == contender {
 			return &rows[i]
@@ -282,7 +283,7 @@ func (sc *Scale) row(rows []ScaleRow, workload string, workers int, contender st
 func scaleTargets(sc *Scale) []ScaleTarget {
 	var ts []ScaleTarget
 	for _, n := range []int{8, 16} {
-		r := sc.row(sc.Cycle, bench.FreeCycle.Name, n, bench.Baseline)
+		r := findRow(sc.Cycle, bench.FreeCycle.Name, n, bench.Baseline)
 		speed := ScaleTarget{Name: fmt.Sprintf("free-cycle, %d workers: mutex-freelist / locus-mailbox", n),
 			Bar: fmt.Sprintf("≥ %.1f", ScaleSpeedup)}
 		growth := ScaleTarget{Name: fmt.Sprintf("free-cycle, %d workers: locus-mailbox per-producer cost / one worker's", n),
@@ -450,7 +451,7 @@ func (sc *Scale) Validate() error {
 		}
 		for _, c := range wb.Cells {
 			gates = gates && c.GatesOK
-			r := sc.row(rows, base, n, c.Contender)
+			r := findRow(rows, base, n, c.Contender)
 			if r == nil || r.GatesOK != c.GatesOK || r.USPerTrace != c.USPerTrace {
 				p.add(fmt.Sprintf("boards[%d] %s", i, c.Contender), "no row, or a row that differs from the cell: %+v", r)
 			}
