@@ -58,6 +58,16 @@ func (k EventKind) String() string {
 // A hash is exported as vLLM does, as its bytes (Hash.AppendBytes) or as
 // a 64-bit integer (Hash.Uint64).
 //
+// A Parent can be a block already removed: when two sequences fill an
+// equal block at once, the first copy is cached and announced and the
+// second stays private (no event); if the cached copy is evicted, the
+// second sequence's next full block is stored with the removed hash as
+// its parent. A router such as llm-d drops such a block, and rightly:
+// the manager cannot serve it as a prefix hit either, since a hit walks
+// the chain from its first block. vLLM indexes both copies instead but
+// announces the first copy's eviction all the same, so its router loses
+// the same block.
+//
 // The manager reuses the Event and its slices: a subscriber must copy what
 // it keeps before it returns. It is called on the owner goroutine, inside
 // the manager call that changed the cache, and must not call the manager.

@@ -304,3 +304,48 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// The orphan: two sequences compute the same first block at once; the
+// manager caches the first copy and keeps the second private. When the
+// cached copy is evicted (BlockRemoved), the second sequence's next full
+// block goes out as BlockStored with a parent llm-d no longer knows, and
+// llm-d drops it. The engine's own prefix cache cannot serve that block
+// either (a hit walks the chain from the first block, which is gone), so
+// the router reports exactly what the engine can hit: 0 for the prompt,
+// on both sides.
+func TestOrphanAgreesWithTheEngine(t *testing.T) {
+	r := newRouter(t)
+	e := newEngine(t, r, "pod-a", 6, 0)
+	p := prompt(5, 2) // two full blocks and a token
+	x, _, err := e.m.Admit(p[:1], kv.Key{})
+	must(t, err)
+	y, _, err := e.m.Admit(p[:1], kv.Key{})
+	must(t, err)
+	must(t, e.m.Append(x, p[1:tokensPerBlock+1])) // x's first block: cached
+	must(t, e.m.Append(y, p[1:tokensPerBlock+1])) // y's equal block: private
+	must(t, e.m.Release(x))
+	e.settle(t)
+	r.expect(t, "x's first block", p, map[string]float64{"pod-a": 1})
+
+	// A prompt of four blocks takes the free three and evicts x's copy.
+	z := prompt(80_000, 3)
+	e.serve(t, z)
+	r.expect(t, "x's copy evicted", p, map[string]float64{})
+
+	// y's second block fills: BlockStored with the evicted block as parent.
+	must(t, e.m.Append(y, p[tokensPerBlock+1:]))
+	e.settle(t)
+	// Events of one pod are applied in order: once a later prompt scores,
+	// y's event has been seen.
+	w := prompt(120_000, 1)
+	e.serve(t, w)
+	r.expect(t, "a later prompt", w, map[string]float64{"pod-a": 1})
+
+	cached, err := e.m.Lookup(p, kv.Key{})
+	must(t, err)
+	if cached != 0 {
+		t.Fatalf("the engine would serve %d cached tokens of the prompt; the router says 0", cached)
+	}
+	r.expect(t, "y's orphan", p, map[string]float64{})
+	must(t, e.m.Release(y))
+}
