@@ -173,7 +173,7 @@ func checkValidDocument(t *testing.T, sb *Scoreboard, th *Thread) {
 		t.Fatalf("WriteMarkdown: %v", err)
 	}
 	WriteText(io.Discard, sb)
-	err = renderFigures(sb, false, func(_ string, render func(io.Writer) error) error { return render(io.Discard) })
+	err = renderFigures(sb, func(_ string, render func(io.Writer) error) error { return render(io.Discard) })
 	if err != nil && !errors.Is(err, ErrDocument) {
 		t.Fatalf("figures: %v", err)
 	}

@@ -20,6 +20,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval/svgfont"
+
 	"github.com/locus-go/locus/bench"
 )
 
@@ -85,7 +87,9 @@ func (r *rows) Plot(c draw.Canvas, p *plot.Plot) {
 		lab := r.style()
 		lab.Color = colRef
 		c.FillText(lab, vg.Point{X: max(at, x-vg.Points(20)), Y: top}, f.label)
-		at = max(at, x-vg.Points(20)) + lab.Width(f.label) + vg.Points(12)
+		// A sixth more than measured: a viewer that ignores textLength
+		// and has no font of Liberation Sans's metrics draws wider text.
+		at = max(at, x-vg.Points(20)) + lab.Width(f.label)*7/6 + vg.Points(12)
 	}
 	ink := draw.LineStyle{Color: colInk, Width: vg.Points(1.2)}
 	for i, it := range r.items {
@@ -200,12 +204,11 @@ func linearTicks(lo, hi float64) []plot.Tick {
 }
 
 // figure renders rs as SVG into w, on a log axis (ratios) or a linear one
-// from 0, with room right of the data for the labels; embed embeds the
-// fonts (the figures' files do; tests that only draw need not, and draw
-// several times faster). An axis it cannot
+// from 0, with room right of the data for the labels, its text in
+// svgfont's metric-compatible stack. An axis it cannot
 // draw (a value at or below 0 on the log axis, one not finite, a span past
 // the float range) is an error, never gonum's panic.
-func figure(w io.Writer, title, xlabel string, rs *rows, logX, embed bool) error {
+func figure(w io.Writer, title, xlabel string, rs *rows, logX bool) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = vg.Points(12)
@@ -218,12 +221,13 @@ func figure(w io.Writer, title, xlabel string, rs *rows, logX, embed bool) error
 	}
 	p.NominalY(names...)
 	p.Y.Tick.Label.Font.Size = vg.Points(10)
-	rs.font = font.From(plotter.DefaultFont, vg.Points(9))
+	p.Y.Padding = vg.Points(8) // room for a wider substitute font before the bars
+	rs.font = font.From(svgfont.Font, vg.Points(9))
 	xmin, xmax, _, _ := rs.DataRange()
 	if !finite(xmin, xmax) || (logX && xmin <= 0) {
 		return fmt.Errorf("%w: %q: values from %g to %g cannot be drawn on a %s axis", ErrDocument, title, xmin, xmax, map[bool]string{true: "log", false: "linear"}[logX])
 	}
-	const width, labelShare = 9.5, 0.27 // inches; the share of the axis kept for labels
+	const width, labelShare = 9.5, 0.30 // inches; the share of the axis kept for labels
 	if logX {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.TickerFunc(niceTicks)
@@ -241,13 +245,14 @@ func figure(w io.Writer, title, xlabel string, rs *rows, logX, embed bool) error
 	grid.Horizontal.Color = color.Transparent
 	grid.Vertical.Color = color.Gray{Y: 0xe0}
 	p.Add(grid, rs)
-	height := 1.5 + 0.3*float64(len(rs.items)+1)
-	// Embedded fonts: the text is measured with gonum's own fonts, so a
-	// viewer that substituted another font would overlap the labels.
-	c := vgsvg.NewWith(vgsvg.UseWH(vg.Length(width)*vg.Inch, vg.Length(height)*vg.Inch), vgsvg.EmbedFonts(embed))
-	p.Draw(draw.New(c))
-	_, err := c.WriteTo(w)
-	return err
+	height := 1.65 + 0.3*float64(len(rs.items)+1)
+	c := vgsvg.NewWith(vgsvg.UseWH(vg.Length(width)*vg.Inch, vg.Length(height)*vg.Inch), vgsvg.EmbedFonts(false))
+	p.Draw(draw.Crop(draw.New(c), vg.Points(6), -vg.Points(6), vg.Points(4), -vg.Points(4))) // a margin: no glyph at the edge
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
+		return err
+	}
+	return svgfont.Write(w, buf.Bytes())
 }
 
 // WriteFigures writes every figure of sb into dir, creating it, and returns
@@ -257,7 +262,7 @@ func figure(w io.Writer, title, xlabel string, rs *rows, logX, embed bool) error
 func WriteFigures(dir string, sb *Scoreboard) ([]string, error) {
 	var names []string
 	var svgs [][]byte
-	err := renderFigures(sb, true, func(name string, render func(io.Writer) error) error {
+	err := renderFigures(sb, func(name string, render func(io.Writer) error) error {
 		var buf bytes.Buffer
 		if err := render(&buf); err != nil {
 			return err
@@ -283,17 +288,18 @@ func WriteFigures(dir string, sb *Scoreboard) ([]string, error) {
 }
 
 // renderFigures calls out with every figure of sb: its file name and the
-// function that renders it (with its fonts embedded, or not).
-func renderFigures(sb *Scoreboard, embed bool, out func(name string, render func(io.Writer) error) error) error {
-	caption := fmt.Sprintf("%s; %s; %s", sb.Machine, plural(sb.Config.Runs, "process"), revString(sb.Revision))
+// function that renders it.
+func renderFigures(sb *Scoreboard, out func(name string, render func(io.Writer) error) error) error {
+	// Two lines, each narrower than the axis it is centred under.
+	caption := fmt.Sprintf("%s\n%s; %s", sb.Machine, plural(sb.Config.Runs, "process"), revString(sb.Revision))
 	for _, p := range sb.Passes {
 		for i := range p.Workloads {
 			wb := &p.Workloads[i]
 			name := p.Name + "-" + wb.Workload + ".svg"
-			if err := out("time-"+name, func(w io.Writer) error { return timeFigure(w, p, wb, caption, embed) }); err != nil {
+			if err := out("time-"+name, func(w io.Writer) error { return timeFigure(w, p, wb, caption) }); err != nil {
 				return err
 			}
-			if err := out("quality-"+name, func(w io.Writer) error { return qualityFigure(w, p, wb, caption, embed) }); err != nil {
+			if err := out("quality-"+name, func(w io.Writer) error { return qualityFigure(w, p, wb, caption) }); err != nil {
 				return err
 			}
 		}
@@ -311,7 +317,7 @@ func fillOf(c Cell) color.Color {
 	return colGo
 }
 
-func timeFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string, embed bool) error {
+func timeFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string) error {
 	paced := p.Name == "paced"
 	val := func(c Cell) float64 {
 		if paced {
@@ -359,10 +365,10 @@ func timeFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string, embed bo
 	}
 	title := fmt.Sprintf("%s, %s: %s, × %s (99 %% interval; left is faster)", wb.Workload, p.Name, what, bench.Baseline)
 	xlabel := "time / " + bench.Baseline + "'s time (log scale); blue: locus, dark blue: " + bench.Baseline + ", orange: Go peers\n" + caption
-	return figure(w, title, xlabel, rs, true, embed)
+	return figure(w, title, xlabel, rs, true)
 }
 
-func qualityFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string, embed bool) error {
+func qualityFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string) error {
 	cells := slices.Clone(wb.Cells)
 	slices.SortStableFunc(cells, func(a, b Cell) int {
 		if a.Quality.Median != b.Quality.Median {
@@ -389,5 +395,5 @@ func qualityFigure(w io.Writer, p Pass, wb *WorkloadBoard, caption string, embed
 	title := fmt.Sprintf("%s, %s: peak of outstanding blocks / theoretical peak %d (bar: median, tick: worst)",
 		wb.Workload, p.Name, wb.TheoreticalPeak)
 	xlabel := "peak / theoretical peak; blue: locus, dark blue: " + bench.Baseline + ", orange: Go peers\n" + caption
-	return figure(w, title, xlabel, rs, false, embed)
+	return figure(w, title, xlabel, rs, false)
 }

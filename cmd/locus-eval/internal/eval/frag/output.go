@@ -1,6 +1,7 @@
 package frag
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"image/color"
@@ -13,7 +14,9 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval/svgfont"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -130,12 +133,13 @@ func (r *Result) WriteSVG(w io.Writer) error {
 		p.Legend.Add("material: first-fit", sc)
 	}
 	p.Y.Max = max(p.Y.Max*1.35, 10) // headroom for the legend
-	wt, err := p.WriterTo(9*vg.Inch, 5*vg.Inch, "svg")
-	if err != nil {
+	cv := vgsvg.NewWith(vgsvg.UseWH(9*vg.Inch, 5*vg.Inch), vgsvg.EmbedFonts(false))
+	p.Draw(draw.New(cv))
+	var buf bytes.Buffer
+	if _, err := cv.WriteTo(&buf); err != nil {
 		return err
 	}
-	_, err = wt.WriteTo(w)
-	return err
+	return svgfont.Write(w, buf.Bytes())
 }
 
 // integerTicks are gonum's default ticks labelled without decimals.
