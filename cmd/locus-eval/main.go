@@ -13,6 +13,7 @@
 //	locus-eval chat [flags]             a chat-shaped KV trace: blocks held with and without prefix sharing
 //	locus-eval scale [flags]            many workers freeing at once: the free-cycle at 1–16 workers, traces with more workers
 //	locus-eval tiers [flags]            offload tiers beside memmove and the file's pwrite/pread; ADR-006's adapter targets
+//	locus-eval fleet [flags]            engines behind a KV-aware or round-robin router, with and without a shared Redis tier
 //
 // Run "locus-eval -help" or "locus-eval SUBCOMMAND -help" for the flags.
 // The exit status is 2 for bad flags or documents (and for runs compare
@@ -46,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sub, rest := "", args
 	if len(args) > 0 {
 		switch args[0] {
-		case "thread", "report", "compare", "frag", "chat", "scale", "tiers":
+		case "thread", "report", "compare", "frag", "chat", "scale", "tiers", "fleet":
 			sub, rest = args[0], args[1:]
 		}
 	}
@@ -66,6 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runScale(rest, stdout, stderr)
 	case "tiers":
 		err = runTiers(rest, stdout, stderr)
+	case "fleet":
+		err = runFleet(rest, stdout, stderr)
 	default:
 		err = runScoreboard(rest, stdout, stderr)
 	}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// runFleetDoc runs "fleet -quick -json" with extra flags and decodes it.
+func runFleetDoc(t *testing.T, extra ...string) fleetDoc {
+	t.Helper()
+	var out, errb bytes.Buffer
+	args := append([]string{"fleet", "-quick", "-json"}, extra...)
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var d fleetDoc
+	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	return d
+}
+
+// checkFleetDoc checks what every run must show: every request routed and
+// accounted, the engines' metrics scraped over HTTP and equal to their
+// accounting at the end, and KV-aware routing hitting more than
+// round-robin without the remote tier (and no less with it).
+func checkFleetDoc(t *testing.T, d fleetDoc, runs int) {
+	t.Helper()
+	if len(d.Runs) != runs {
+		t.Fatalf("%d runs, want %d", len(d.Runs), runs)
+	}
+	want := d.Config.Conversations * d.Config.Turns
+	byKey := map[string]fleetRun{}
+	for _, r := range d.Runs {
+		n := 0
+		for _, e := range r.Engines {
+			n += e.Requests
+		}
+		switch {
+		case r.Requests != want || n != want:
+			t.Errorf("%s remote=%v: %d requests, %d over the engines; want %d", r.Router, r.Remote, r.Requests, n, want)
+		case r.HitTokens == 0 || r.HitTokens > r.PromptTokens || r.NotRecomputed > r.HitTokens:
+			t.Errorf("%s remote=%v: %d hit and %d not recomputed of %d tokens", r.Router, r.Remote, r.HitTokens, r.NotRecomputed, r.PromptTokens)
+		case r.Scrapes < uint64(2*len(r.Engines)) || r.ScrapeErrors != 0 || !r.ScrapeMatches:
+			t.Errorf("%s remote=%v: %d scrapes, %d errors, final matches %v", r.Router, r.Remote, r.Scrapes, r.ScrapeErrors, r.ScrapeMatches)
+		case r.IndexEvents == 0:
+			t.Errorf("%s remote=%v: the index saw no events", r.Router, r.Remote)
+		}
+		byKey[r.Router+strconv.FormatBool(r.Remote)] = r
+	}
+	for _, remote := range []string{"false", "true"} {
+		rr, ok1 := byKey["round-robin"+remote]
+		ka, ok2 := byKey["kv-aware"+remote]
+		// Without the shared tier KV-aware routing must hit more; with it,
+		// round-robin can reach the same ceiling by loading remotely.
+		if ok1 && ok2 && (ka.HitTokens < rr.HitTokens || remote == "false" && ka.HitTokens == rr.HitTokens) {
+			t.Errorf("remote=%s: kv-aware hit %d tokens, round-robin %d", remote, ka.HitTokens, rr.HitTokens)
+		}
+	}
+}
+
+func TestFleetQuick(t *testing.T) {
+	d := runFleetDoc(t)
+	checkFleetDoc(t, d, 2)
+	if d.RemoteSkipped == "" {
+		t.Error("no -redis, and the document does not say the remote rows were skipped")
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"fleet", "-quick"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, s := range []string{"kv-aware", "round-robin", "remote tier: skipped"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, out.String())
+		}
+	}
+}
+
+func TestFleetFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"fleet", "-engines", "0"},
+		{"fleet", "-hot-blocks", "-1"},
+		{"fleet", "-scrape", "0s"},
+		{"fleet", "extra"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestFleetMiniredis runs the remote-tier rows against an in-process
+// miniredis: always, without a redis-server.
+func TestFleetMiniredis(t *testing.T) {
+	srv, err := miniredis.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	d := runFleetDoc(t, "-redis", srv.Addr())
+	checkFleetDoc(t, d, 4)
+	checkRemote(t, d)
+}
+
+// TestFleetRedisServer runs the remote-tier rows against a real
+// redis-server on a loopback port. Outside CI it skips when redis-server is
+// not on PATH; in CI (CI set) it fails instead.
+func TestFleetRedisServer(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is not on PATH, and CI must run this test (apt-get install redis-server)")
+		}
+		t.Skip("redis-server is not on PATH (apt-get install redis-server); CI runs this test")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--protected-mode", "no", "--dir", t.TempDir(), "--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("redis-server did not start listening in 10 s")
+		}
+	}
+	d := runFleetDoc(t, "-redis", addr)
+	checkFleetDoc(t, d, 4)
+	checkRemote(t, d)
+}
+
+// checkRemote: with the shared tier, round-robin loads from it (the
+// engines share what each stored) and hits more than without it.
+func checkRemote(t *testing.T, d fleetDoc) {
+	t.Helper()
+	var without, with fleetRun
+	for _, r := range d.Runs {
+		if r.Router == "round-robin" && r.Remote {
+			with = r
+		} else if r.Router == "round-robin" {
+			without = r
+		}
+	}
+	if with.HitRemote == 0 || with.Tiers[1].LoadedBytes == 0 || with.Tiers[1].StoredBytes == 0 {
+		t.Errorf("round-robin with the remote tier: %d remote hit tokens, tiers %+v", with.HitRemote, with.Tiers)
+	}
+	if with.HitTokens <= without.HitTokens {
+		t.Errorf("round-robin: %d hit tokens with the remote tier, %d without", with.HitTokens, without.HitTokens)
+	}
+}
