@@ -20,8 +20,8 @@ var fences = map[string][]string{
 	"syscall":               {"backing/mmap", "internal/sysmem"}, // sysmem: getrlimit, to refuse sizes past RLIMIT_AS
 	"testing":               {"conformance", "bench"},
 
-	"github.com/prometheus/client_golang/prometheus":          {"metrics", "examples"},
-	"github.com/prometheus/client_golang/prometheus/promhttp": {"examples"},
+	"github.com/prometheus/client_golang/prometheus":          {"metrics", "examples", "cmd/locus-eval"}, // locus-eval fleet serves and scrapes each engine's metrics
+	"github.com/prometheus/client_golang/prometheus/promhttp": {"examples", "cmd/locus-eval"},
 	"github.com/go-zeromq/zmq4":                               {"kv/events"},
 	"github.com/tinylib/msgp/msgp":                            {"kv/events"},
 	"gonum.org/v1/plot":                                       {"cmd"},
