@@ -84,6 +84,7 @@ type Batcher struct {
 	queues map[string][]queued
 	n      int
 	order  []string // scratch
+	closed bool
 }
 
 // NewBatcher returns a Batcher over m. It fails with an error wrapping
@@ -105,19 +106,46 @@ func NewBatcher(m *Manager, cfg BatchConfig) (*Batcher, error) {
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = 16
 	}
-	return &Batcher{m: m, cfg: cfg, queues: map[string][]queued{}}, nil
+	b := &Batcher{m: m, cfg: cfg, queues: map[string][]queued{}}
+	m.batchers = append(m.batchers, b)
+	m.loraDirty = true
+	return b, nil
 }
+
+// Close detaches the Batcher from its Manager: the Manager stops counting
+// its MaxAdapters and queued requests in Stats.Lora, the state behind
+// vLLM's router gauge. Close a Batcher that is no longer used, or the
+// router keeps seeing its queue. Its batches' handles stay held until
+// released (Release still works); Enqueue and Next fail with
+// pool.ErrClosed. Close may be called more than once.
+func (b *Batcher) Close() error {
+	if b == nil || b.m == nil || b.closed {
+		return nil
+	}
+	b.closed = true
+	if i := slices.Index(b.m.batchers, b); i >= 0 {
+		b.m.batchers = slices.Delete(b.m.batchers, i, i+1)
+	}
+	b.m.loraDirty = true
+	return nil
+}
+
+func (b *Batcher) ok() bool { return b != nil && !b.closed && b.m.ok() }
 
 // Enqueue queues a request. It fails with ErrUnknown if its adapter is not
 // registered.
 func (b *Batcher) Enqueue(r Request) error {
-	if b == nil || !b.m.ok() {
+	if !b.ok() {
 		return errClosed
 	}
 	if _, ok := b.m.byID[r.Adapter]; !ok {
 		return ErrUnknown
 	}
-	b.queues[r.Adapter] = append(b.queues[r.Adapter], queued{Request: r, step: b.step})
+	q := b.queues[r.Adapter]
+	if len(q) == 0 {
+		b.m.loraDirty = true // a new waiting adapter
+	}
+	b.queues[r.Adapter] = append(q, queued{Request: r, step: b.step})
 	b.n++
 	return nil
 }
@@ -136,7 +164,7 @@ func (b *Batcher) Pending() int {
 // and ErrNoRoom, are joined in the returned error. An empty queue gives an
 // empty batch.
 func (b *Batcher) Next(dst *Batch) error {
-	if b == nil || !b.m.ok() {
+	if !b.ok() {
 		return errClosed
 	}
 	if dst == nil {
@@ -169,6 +197,7 @@ func (b *Batcher) Next(dst *Batch) error {
 		if err != nil { // unregistered since it was queued: drop its requests
 			b.n -= len(b.queues[id])
 			delete(b.queues, id)
+			b.m.loraDirty = true
 			continue
 		}
 		h, err := b.m.Acquire(id)
@@ -194,6 +223,7 @@ func (b *Batcher) Next(dst *Batch) error {
 		b.queues[id] = q[k:]
 		if k == len(q) {
 			delete(b.queues, id)
+			b.m.loraDirty = true
 		}
 		b.n -= k
 	}
@@ -277,11 +307,12 @@ func (b *Batcher) Release(batch *Batch) error {
 	return errors.Join(errs...)
 }
 
-// RequestsInfo is the state behind vLLM's router gauge
-// vllm:lora_requests_info: its labels max_lora, running_lora_adapters
-// (adapters held by a batch) and waiting_lora_adapters (adapters with
-// queued requests), from the same state that schedules them, so the
-// gauge cannot drift. The metrics package renders it.
+// RequestsInfo is one Batcher's view of the state behind vLLM's router
+// gauge vllm:lora_requests_info: its labels max_lora (this Batcher's
+// MaxAdapters), running_lora_adapters (adapters with live handles) and
+// waiting_lora_adapters (adapters with requests queued here). The gauge
+// itself is rendered from the Manager's Stats.Lora, which joins every
+// open Batcher of the Manager (metrics.NewVLLMLora).
 type RequestsInfo struct {
 	MaxLora int
 	Running []string
@@ -290,7 +321,7 @@ type RequestsInfo struct {
 
 // RequestsInfo returns the router-facing state, ids sorted.
 func (b *Batcher) RequestsInfo() RequestsInfo {
-	if b == nil || !b.m.ok() {
+	if !b.ok() {
 		return RequestsInfo{}
 	}
 	info := RequestsInfo{MaxLora: b.cfg.MaxAdapters}
@@ -299,12 +330,13 @@ func (b *Batcher) RequestsInfo() RequestsInfo {
 			info.Waiting = append(info.Waiting, id)
 		}
 	}
-	for i := range b.m.ads {
-		if a := &b.m.ads[i]; a.live() && a.refs > 0 {
-			info.Running = append(info.Running, a.id)
+	for i := range b.m.leases {
+		if l := &b.m.leases[i]; l.gen&1 == 1 {
+			info.Running = append(info.Running, b.m.ads[l.adapter].id)
 		}
 	}
 	slices.Sort(info.Running)
+	info.Running = slices.Compact(info.Running)
 	slices.Sort(info.Waiting)
 	return info
 }

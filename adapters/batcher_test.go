@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func (r traceResult) pct(p float64) uint64 {
 // replay runs a deterministic Zipf trace through a Batcher: arrivals per
 // step, one batch per step, released at the end of the step, prefetches
 // waited for so that the result does not depend on timing.
-func replay(t *testing.T, order adapters.Order, steps int, extra func(step int) []string) traceResult {
+func replay(t testing.TB, order adapters.Order, steps int, extra func(step int) []string) traceResult {
 	t.Helper()
 	const nAdapters, size = 64, pageSize
 	f := newFixture(t, 1024, adapters.WithHotBudget(12, 0), adapters.WithWarm(1<<20, 0, pageSize))
@@ -175,4 +176,86 @@ func TestBatcherRejects(t *testing.T) {
 	if err := b.Release(&batch); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLoraInfo: the state behind vllm:lora_requests_info follows the
+// handles and the queues of every open Batcher, and max_lora their
+// MaxAdapters (the hot slot budget without one).
+func TestLoraInfo(t *testing.T) {
+	f := newFixture(t, 64, adapters.WithHotBudget(3, 0))
+	for _, id := range []string{"a", "b", "c"} {
+		f.register(t, id, 10)
+	}
+	lora := func() adapters.LoraInfo {
+		t.Helper()
+		s := f.m.Stats()
+		if !s.Lora.At.Equal(f.clk.now()) {
+			t.Fatalf("recorded at %v, clock %v", s.Lora.At, f.clk.now())
+		}
+		s.Lora.At = time.Time{}
+		return s.Lora
+	}
+	want := func(got, want adapters.LoraInfo) {
+		t.Helper()
+		if got != want {
+			t.Fatalf("lora info %+v, want %+v", got, want)
+		}
+	}
+	want(lora(), adapters.LoraInfo{MaxLora: 3})
+	b, err := adapters.NewBatcher(f.m, adapters.BatchConfig{MaxAdapters: 2, NoPrefetch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"c", "a", "a", "b"} {
+		if err := b.Enqueue(adapters.Request{Seq: uint64(i), Adapter: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want(lora(), adapters.LoraInfo{MaxLora: 2, Waiting: "a,b,c"})
+	var batch adapters.Batch
+	if err := b.Next(&batch); err != nil {
+		t.Fatal(err)
+	}
+	running := slices.Clone(batch.Adapters)
+	slices.Sort(running)
+	if len(running) != 2 {
+		t.Fatalf("batch %+v", batch)
+	}
+	waiting := "a"
+	for _, id := range []string{"b", "c"} {
+		if !slices.Contains(running, id) {
+			waiting = id
+		}
+	}
+	want(lora(), adapters.LoraInfo{MaxLora: 2, Running: running[0] + "," + running[1], Waiting: waiting})
+	b2, err := adapters.NewBatcher(f.m, adapters.BatchConfig{MaxAdapters: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Enqueue(adapters.Request{Adapter: running[0]}); err != nil {
+		t.Fatal(err)
+	}
+	h := mustAcquire(t, f.m, running[0], 10) // a second holder: listed once
+	want(lora(), adapters.LoraInfo{MaxLora: 5, Running: running[0] + "," + running[1], Waiting: strings.Join(slices.Sorted(slices.Values([]string{waiting, running[0]})), ",")})
+	if err := b2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Enqueue(adapters.Request{Adapter: "a"}); !errors.Is(err, pool.ErrClosed) {
+		t.Fatalf("Enqueue after Close: %v", err)
+	}
+	if err := b.Release(&batch); err != nil {
+		t.Fatal(err)
+	}
+	want(lora(), adapters.LoraInfo{MaxLora: 2, Running: running[0], Waiting: waiting})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.m.Release(h); err != nil {
+		t.Fatal(err)
+	}
+	want(lora(), adapters.LoraInfo{MaxLora: 3})
+	f.check(t)
 }

@@ -70,6 +70,49 @@ func BenchmarkLoad(b *testing.B) {
 	}
 }
 
+// BenchmarkFileRead is the limit of a cold load from a file: one pread of
+// 16 MiB from the page cache into a buffer, as the File loader does.
+func BenchmarkFileRead(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "w")
+	if err := os.WriteFile(path, make([]byte, 16<<20), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	dst := make([]byte, 16<<20)
+	b.SetBytes(int64(len(dst)))
+	for b.Loop() {
+		if n, err := f.ReadAt(dst, 0); n != len(dst) || err != nil {
+			b.Fatal(n, err)
+		}
+	}
+}
+
+// BenchmarkBatcher replays the Zipf trace of TestBatcherZipf (64 adapters,
+// 12 hot, 20 requests a step, at most 4 adapters a batch) through both
+// orders and reports the comparison: loads per 1,000 requests,
+// the p50 and p99 queueing delay in steps, and the hot-tier hit rate.
+func BenchmarkBatcher(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		order adapters.Order
+	}{{"order=residency-first", adapters.ResidencyFirst}, {"order=largest-queue-first", adapters.LargestQueueFirst}} {
+		b.Run(c.name, func(b *testing.B) {
+			var r traceResult
+			for b.Loop() {
+				r = replay(b, c.order, 400, func(int) []string { return nil })
+			}
+			b.ReportMetric(r.loadsPer1000(), "loads/1000req")
+			b.ReportMetric(float64(r.pct(0.5)), "p50-steps")
+			b.ReportMetric(float64(r.pct(0.99)), "p99-steps")
+			b.ReportMetric(r.hitRate(), "hot-hit-rate")
+		})
+	}
+}
+
 // BenchmarkMemmove is the limit of a warm exact load: one copy of 16 MiB.
 func BenchmarkMemmove(b *testing.B) {
 	src, dst := make([]byte, 16<<20), make([]byte, 16<<20)

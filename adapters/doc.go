@@ -74,6 +74,22 @@
 // be dropped or compressed (a busy count), so no byte is read while it is
 // written.
 //
+// # Cost
+//
+// Nothing on the owner's path walks the registered adapters: the victims
+// of a demotion (the lowest-ranked hot adapter that may be demoted, the
+// lowest-ranked warm copy that may be dropped) are the tops of heaps kept
+// up to date as adapters change, pins expire from a heap by expiry, and
+// Tick visits only the demotable hot adapters, the droppable warm copies
+// and the hot-worthy adapters. So with 10,000 registered adapters an
+// Acquire that demotes costs what it costs with 1,000 (BenchmarkDemotion).
+//
+// # Router metrics
+//
+// Stats.Lora is the state behind vLLM's gauge vllm:lora_requests_info
+// (metrics.NewVLLMLora): the held adapters, those queued in the Manager's
+// open Batchers, and max_lora, published with the tier counts.
+//
 // # Accounting
 //
 // Stats counts every tier exactly and Check verifies it against a recount

@@ -73,6 +73,8 @@ type adapter struct {
 	lastUse int64
 	loaded  int64
 	since   int64 // when the warm copy was made
+
+	pos [nIndexes]uint32 // its position in each index, plus one; 0: absent
 }
 
 func (a *adapter) live() bool       { return a.gen&1 == 1 }
@@ -126,7 +128,17 @@ type Manager struct {
 	warmN, warmPages int
 	warmBytes        int64
 	refs, pinned     int
-	c                counters
+	held, quantN     int // adapters with leases; int8 warm copies
+	both             int // adapters with a hot run and a warm copy
+
+	ix      [nIndexes][]entry // the indexes (index.go)
+	scratch []uint32
+
+	batchers  []*Batcher // open Batchers over the Manager: their queues are LoraInfo.Waiting
+	lora      LoraInfo   // the lists of the last loraInfo
+	loraDirty bool       // the held or waiting adapters changed since
+	idScratch []string
+	c         counters
 
 	pub snapshot.Cell[Stats] // Stats for Snapshot, published by the owner
 
@@ -274,15 +286,16 @@ func (m *Manager) Unregister(id string) error {
 		m.pinned--
 	}
 	if !a.run.IsZero() {
-		m.dropHot(a, true)
+		m.dropHot(idx, true)
 	}
 	if !a.warm.IsZero() {
-		m.dropWarm(a)
+		m.dropWarm(idx)
 	}
 	delete(m.byID, id)
 	a.gen++
 	a.loader = nil
 	a.id = ""
+	m.unindex(idx)
 	m.free = append(m.free, idx)
 	m.c.unregisters++
 	m.debugCheck()
@@ -325,9 +338,17 @@ func (m *Manager) Acquire(id string) (Handle, error) {
 	a.ringPos = (a.ringPos + 1) % len(a.ring)
 	a.ringN = min(a.ringN+1, len(a.ring))
 	a.lastUse = now
+	if a.refs == 0 {
+		m.held++
+		m.loraDirty = true
+	}
 	a.refs++
 	m.refs++
 	m.syncPin(a)
+	if m.hotWorthy(a, now) {
+		m.iset(qWorthy, idx, 0, uint64(addSat(a.ring[a.ringPos], int64(m.cfg.window))))
+	}
+	m.reindex(idx, now)
 	var li uint32
 	if n := len(m.freeL); n > 0 {
 		li, m.freeL = m.freeL[n-1], m.freeL[:n-1]
@@ -408,7 +429,12 @@ func (m *Manager) release(h Handle) error {
 	a := &m.ads[l.adapter]
 	a.refs--
 	m.refs--
+	if a.refs == 0 {
+		m.held--
+		m.loraDirty = true
+	}
 	m.syncPin(a)
+	m.reindex(l.adapter, m.last)
 	m.c.releases++
 	return nil
 }
@@ -444,6 +470,8 @@ func (m *Manager) Pin(id string, ttl time.Duration) error {
 	}
 	a.pinUntil = now + int64(ttl)
 	m.syncPin(a)
+	m.iset(qPin, idx, 0, uint64(a.pinUntil))
+	m.reindex(idx, now)
 	m.c.pins++
 	m.debugCheck()
 	return nil
@@ -464,23 +492,27 @@ func (m *Manager) Unpin(id string) error {
 		a.pinUntil = 0
 		m.pinned--
 		m.syncPin(a)
+		m.idel(qPin, idx)
+		m.reindex(idx, m.last)
 	}
 	m.debugCheck()
 	return nil
 }
 
-// expirePins ends the pins whose time has come.
+// expirePins ends the pins whose time has come, in the order of their
+// expiry (qPin): no walk over the adapters.
 func (m *Manager) expirePins(now int64) {
-	if m.pinned == 0 {
-		return
-	}
-	for i := range m.ads {
-		a := &m.ads[i]
-		if a.pinUntil > 0 && now >= a.pinUntil {
-			a.pinUntil = 0
-			m.pinned--
-			m.syncPin(a)
+	for {
+		e, ok := m.itop(qPin)
+		if !ok || int64(e.lo) > now {
+			return
 		}
+		m.idel(qPin, e.idx)
+		a := &m.ads[e.idx]
+		a.pinUntil = 0
+		m.pinned--
+		m.syncPin(a)
+		m.reindex(e.idx, now)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,14 +27,19 @@ type model struct {
 	stale   []adapters.Handle
 }
 
+// policies are the rankings the model runs under, one per seed in turn:
+// the Manager indexes each one's ranks, and builds with -race check every
+// victim the indexes pick against a scan of every adapter.
+var policies = []adapters.Policy{adapters.Window{}, adapters.LRU{}, adapters.FIFO{}, adapters.SizeAware{}}
+
 // runModel applies the operations coded in ops to a Manager and to the
 // model, and checks after every step that they agree: results and errors,
 // held and pinned adapters hot with their weights intact, exact accounting
 // (Check), and a failed load only when nothing could be demoted.
-func runModel(t *testing.T, ops []byte) {
+func runModel(t *testing.T, ops []byte, policy adapters.Policy) {
 	const slots = 4
 	f := newFixture(t, 48, adapters.WithHotBudget(slots, 0), adapters.WithWarm(16*pageSize, 3, pageSize),
-		adapters.WithPromotion(3, 20*time.Second, 15*time.Second), adapters.WithMaxPin(time.Minute))
+		adapters.WithPromotion(3, 20*time.Second, 15*time.Second), adapters.WithMaxPin(time.Minute), adapters.WithPolicy(policy))
 	rel, err := f.m.NewReleaser()
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +225,16 @@ func runModel(t *testing.T, ops []byte) {
 		if s.Registered != len(md.size) || s.Leases != len(md.live) || s.Hot.Adapters > slots || s.Warm.Adapters > 3 {
 			t.Fatalf("%s: stats %+v, model %d registered %d handles", desc, s, len(md.size), len(md.live))
 		}
+		var running []string
+		for id, n := range md.refs {
+			if n > 0 {
+				running = append(running, id)
+			}
+		}
+		slices.Sort(running)
+		if want := (adapters.LoraInfo{MaxLora: slots, Running: strings.Join(running, ","), At: f.clk.now()}); s.Lora != want {
+			t.Fatalf("%s: lora info %+v, model %+v", desc, s.Lora, want)
+		}
 		for id, size := range md.size {
 			if md.refs[id] > 0 || pinned(id) {
 				if r, _ := f.m.Residency(id); r != adapters.Hot {
@@ -251,7 +268,7 @@ func TestModel(t *testing.T) {
 		for i := range ops {
 			ops[i] = byte(rng.Uint32())
 		}
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, ops) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, ops, policies[seed%len(policies)]) })
 		if seed == 0 {
 			t.Logf("seed 0 ends with %+v", coverage[0])
 		}
@@ -267,6 +284,6 @@ func FuzzModel(f *testing.F) {
 		if len(ops) > 4096 {
 			return
 		}
-		runModel(t, ops)
+		runModel(t, ops, policies[len(ops)%len(policies)])
 	})
 }

@@ -21,6 +21,13 @@ type Info struct {
 //
 // Use Window (the default) for the ADR's rule, LRU or FIFO to replay vLLM
 // or SGLang, SizeAware for adapters of very different sizes.
+//
+// The Manager indexes the ranks (a heap per tier), so that a demotion
+// takes O(log n) however many adapters are registered: it calls Keep when
+// an adapter's Info changes (an acquisition, a load, a release, an access
+// leaving the window), not at every demotion. So Keep must depend on its
+// Info alone; a Keep that reads a clock or other state would rank by stale
+// values. A NaN ranks as +Inf: that adapter is never demoted for room.
 type Policy interface {
 	Keep(a Info) float64
 }

@@ -85,6 +85,7 @@ func (m *Manager) prefetch(idx uint32, now int64, limit float64) error {
 	a.task = t
 	m.inflight++
 	m.c.prefetches++
+	m.reindex(idx, now)
 	m.tasks <- t // never blocks: at most inflight tasks, the channel's capacity
 	return nil
 }
@@ -173,7 +174,7 @@ func (m *Manager) complete(chunk []pool.Handle) {
 			a.warmBusy--
 		}
 		if t.err != nil {
-			m.dropHot(a, true)
+			m.dropHot(idx, true)
 			m.c.loadErrors++
 			m.out = append(m.out, Done{ID: a.id, Err: t.err})
 			continue
@@ -188,6 +189,7 @@ func (m *Manager) complete(chunk []pool.Handle) {
 		a.loaded = now
 		m.c.promotions++
 		m.syncPin(a)
+		m.reindex(idx, now)
 		m.out = append(m.out, Done{ID: a.id})
 	}
 }

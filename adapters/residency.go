@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 
+	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/pages"
 	"github.com/locus-go/locus/pool"
 )
@@ -19,18 +20,27 @@ func (m *Manager) warmPagesOf(n int) int { return (n + m.cfg.warmPage - 1) / m.c
 
 // info is what the Policy sees of a.
 func (m *Manager) info(a *adapter, now int64) Info {
-	recent := 0
+	i, _ := m.infoUntil(a, now)
+	return i
+}
+
+// infoUntil returns what the Policy sees of a at now, and the time from
+// which it will see something else unless a changes: when the oldest
+// access within the window leaves it (never, if none is within it).
+func (m *Manager) infoUntil(a *adapter, now int64) (Info, int64) {
+	recent, until := 0, int64(never)
 	for i := range a.ringN {
 		t := a.ring[(a.ringPos-1-i+2*len(a.ring))%len(a.ring)]
 		if now-t >= int64(m.cfg.window) {
 			break
 		}
 		recent++
+		until = addSat(t, int64(m.cfg.window))
 	}
 	return Info{
 		ID: a.id, Bytes: a.size, Recent: recent, HotWorthy: recent == len(a.ring),
 		LastUse: durOf(a.lastUse), Loaded: durOf(a.loaded),
-	}
+	}, until
 }
 
 func (m *Manager) hotWorthy(a *adapter, now int64) bool {
@@ -41,20 +51,17 @@ func (m *Manager) keep(a *adapter, now int64) float64 { return m.cfg.policy.Keep
 
 // victimHot returns the lowest-ranked hot adapter that may be demoted
 // (neither held, pinned, loading nor protected) and ranks below limit, or
-// -1.
-func (m *Manager) victimHot(now int64, protect uint32, limit float64) int {
-	best, bestK := -1, 0.0
-	for i := range m.ads {
-		a := &m.ads[i]
-		if !a.live() || !a.hot() || a.refs > 0 || a.pinUntil > 0 || uint32(i) == protect {
-			continue
-		}
-		k := m.keep(a, now)
-		if k < limit && (best < 0 || k < bestK || (k == bestK && a.order < m.ads[best].order)) {
-			best, bestK = i, k
-		}
+// -1: the top of qHot, in O(1) once the ranks that aged are refreshed.
+func (m *Manager) victimHot(now int64, limit float64) int {
+	m.refresh(now)
+	v := -1
+	if e, ok := m.itop(qHot); ok && e.hi < limit {
+		v = int(e.idx)
 	}
-	return best
+	if invariants.Enabled {
+		m.debugVictim("hot", v, m.scanHot(now, limit))
+	}
+	return v
 }
 
 // allocHot places a hot run for adapter idx, demoting adapters ranked
@@ -62,11 +69,15 @@ func (m *Manager) victimHot(now int64, protect uint32, limit float64) int {
 // run comes back pinned once.
 func (m *Manager) allocHot(idx uint32, now int64, limit float64) (pages.Run, error) {
 	m.protect = int(idx)
-	defer func() { m.protect = -1 }()
+	m.reindex(idx, now) // its warm copy, which the load reads, cannot be dropped
+	defer func() {
+		m.protect = -1
+		m.reindex(idx, now)
+	}()
 	n := m.pagesOf(m.ads[idx].size)
 	for (m.cfg.hotSlots > 0 && m.hotN >= m.cfg.hotSlots) ||
 		(m.cfg.hotBytes > 0 && int64(m.hotPages+n)*int64(m.page) > m.cfg.hotBytes) {
-		v := m.victimHot(now, idx, limit)
+		v := m.victimHot(now, limit)
 		if v < 0 {
 			m.c.noRoom++
 			return pages.Run{}, ErrNoRoom
@@ -81,7 +92,7 @@ func (m *Manager) allocHot(idx uint32, now int64, limit float64) (pages.Run, err
 		if !errors.Is(err, pool.ErrExhausted) {
 			return pages.Run{}, err
 		}
-		v := m.victimHot(now, idx, limit)
+		v := m.victimHot(now, limit)
 		if v < 0 {
 			m.c.noRoom++
 			return pages.Run{}, ErrNoRoom
@@ -138,7 +149,11 @@ func (m *Manager) setHot(idx uint32, r pages.Run, now int64) {
 	m.byRun[r.First()] = idx
 	m.hotN++
 	m.hotPages += m.pagesOf(a.size)
+	if !a.warm.IsZero() {
+		m.both++
+	}
 	m.c.promotions++
+	m.reindex(idx, now)
 }
 
 // demote moves a hot adapter down: to the warm tier if it has no warm copy
@@ -150,20 +165,25 @@ func (m *Manager) demote(idx uint32, now int64) {
 			m.storeWarm(idx, buf[:a.size], now)
 		}
 	}
-	m.dropHot(&m.ads[idx], true)
+	m.dropHot(idx, true)
 	m.c.demotions++
 }
 
-// dropHot forgets a's hot run, freeing it when free (not when the pages
-// pool evicted it).
-func (m *Manager) dropHot(a *adapter, free bool) {
+// dropHot forgets adapter idx's hot run, freeing it when free (not when
+// the pages pool evicted it).
+func (m *Manager) dropHot(idx uint32, free bool) {
+	a := &m.ads[idx]
 	if free {
 		_ = m.hot.Free(a.run)
 	}
 	delete(m.byRun, a.run.First())
 	m.hotN--
 	m.hotPages -= m.pagesOf(a.size)
+	if !a.warm.IsZero() {
+		m.both--
+	}
 	a.run, a.runPinned = pages.Run{}, false
+	m.reindex(idx, m.last)
 }
 
 // Evicted tells the Manager that the pages pool evicted run r of content
@@ -197,7 +217,7 @@ func (m *Manager) Evicted(r pages.Run, c pages.Content) bool {
 			m.storeWarm(idx, buf[:a.size], m.last)
 		}
 	}
-	m.dropHot(&m.ads[idx], false)
+	m.dropHot(idx, false)
 	m.c.evictions++
 	return true
 }
@@ -220,11 +240,11 @@ func (m *Manager) storeWarm(idx uint32, src []byte, now int64) bool {
 	}
 	limit := m.keep(a, now)
 	for m.cfg.warmSlots > 0 && m.warmN >= m.cfg.warmSlots {
-		v := m.victimWarm(now, idx, limit)
+		v := m.victimWarm(now, limit)
 		if v < 0 {
 			return false
 		}
-		m.dropWarm(&m.ads[v])
+		m.dropWarm(uint32(v))
 	}
 	var r pages.Run
 	for {
@@ -233,11 +253,11 @@ func (m *Manager) storeWarm(idx uint32, src []byte, now int64) bool {
 		if err == nil {
 			break
 		}
-		v := m.victimWarm(now, idx, limit)
+		v := m.victimWarm(now, limit)
 		if !errors.Is(err, pool.ErrExhausted) || v < 0 {
 			return false
 		}
-		m.dropWarm(&m.ads[v])
+		m.dropWarm(uint32(v))
 	}
 	wb, _ := m.warm.Bytes(r)
 	wb = wb[:length]
@@ -256,40 +276,50 @@ func (m *Manager) storeWarm(idx uint32, src []byte, now int64) bool {
 	m.warmN++
 	m.warmPages += n
 	m.warmBytes += int64(length)
+	if quant {
+		m.quantN++
+	}
+	if !a.run.IsZero() {
+		m.both++
+	}
 	m.c.bytesMoved += uint64(length)
 	m.c.warmStores++
+	m.reindex(idx, now)
 	return true
 }
 
 // victimWarm returns the warm copy to drop first among those ranked below
 // limit (copies of hot adapters rank lowest: another copy exists), sparing
-// exclude and copies a Prefetch reads, or -1.
-func (m *Manager) victimWarm(now int64, exclude uint32, limit float64) int {
-	best, bestK := -1, 0.0
-	for i := range m.ads {
-		a := &m.ads[i]
-		if !a.live() || a.warm.IsZero() || a.warmBusy > 0 || uint32(i) == exclude || i == m.protect {
-			continue
-		}
-		k := math.Inf(-1)
-		if !a.hot() {
-			k = m.keep(a, now)
-		}
-		if k < limit && (best < 0 || k < bestK || (k == bestK && a.order < m.ads[best].order)) {
-			best, bestK = i, k
-		}
+// the protected adapter and copies a Prefetch reads, or -1: the top of
+// qWarm. The adapter being stored has no copy yet, so it is not there.
+func (m *Manager) victimWarm(now int64, limit float64) int {
+	m.refresh(now)
+	v := -1
+	if e, ok := m.itop(qWarm); ok && e.hi < limit {
+		v = int(e.idx)
 	}
-	return best
+	if invariants.Enabled {
+		m.debugVictim("warm", v, m.scanWarm(now, limit))
+	}
+	return v
 }
 
-// dropWarm frees a's warm copy: the adapter is cold unless hot.
-func (m *Manager) dropWarm(a *adapter) {
+// dropWarm frees adapter idx's warm copy: the adapter is cold unless hot.
+func (m *Manager) dropWarm(idx uint32) {
+	a := &m.ads[idx]
 	_ = m.warm.Free(a.warm)
 	m.warmN--
 	m.warmPages -= m.warmPagesOf(a.warmLen)
 	m.warmBytes -= int64(a.warmLen)
+	if a.warmQ {
+		m.quantN--
+	}
+	if !a.run.IsZero() {
+		m.both--
+	}
 	a.warm, a.warmLen, a.warmQ = pages.Run{}, 0, false
 	m.c.warmDrops++
+	m.reindex(idx, m.last)
 }
 
 // compress replaces an exact warm copy with its int8 encoding. It makes no
@@ -319,6 +349,7 @@ func (m *Manager) compress(idx uint32, now int64) {
 	m.warmPages += n - m.warmPagesOf(a.warmLen)
 	m.warmBytes += int64(length - a.warmLen)
 	a.warm, a.warmLen, a.warmQ, a.since = r, length, true, now
+	m.quantN++
 	m.c.compressions++
 }
 
@@ -336,28 +367,36 @@ func (m *Manager) Tick() error {
 	}
 	now := m.now()
 	m.expirePins(now)
-	for i := range m.ads {
+	// Only adapters that may be demoted (qHot), warm copies that may be
+	// compressed (qWarm) and hot-worthy adapters (qWorthy) can change:
+	// Tick never walks the registered adapters.
+	for _, i := range m.members(qHot) {
 		a := &m.ads[i]
-		if a.live() && a.hot() && a.refs == 0 && a.pinUntil == 0 &&
-			now-max(a.lastUse, a.loaded) >= int64(m.cfg.hotIdle) && !m.hotWorthy(a, now) {
-			m.demote(uint32(i), now)
+		if m.demotable(a, i) && now-max(a.lastUse, a.loaded) >= int64(m.cfg.hotIdle) && !m.hotWorthy(a, now) {
+			m.demote(i, now)
 			m.c.idleDemotions++
 		}
 	}
 	if m.warm != nil && m.cfg.quant.valid() && m.cfg.compressAfter > 0 {
-		for i := range m.ads {
+		for _, i := range m.members(qWarm) {
 			a := &m.ads[i]
-			if a.live() && !a.warm.IsZero() && !a.warmQ && !a.noQuant && a.warmBusy == 0 &&
-				now-max(a.lastUse, a.since) >= int64(m.cfg.compressAfter) {
-				m.compress(uint32(i), now)
+			if m.droppable(a, i) && !a.warmQ && !a.noQuant && now-max(a.lastUse, a.since) >= int64(m.cfg.compressAfter) {
+				m.compress(i, now)
 			}
 		}
 	}
+	for {
+		e, ok := m.itop(qWorthy)
+		if !ok || int64(e.lo) > now {
+			break
+		}
+		m.idel(qWorthy, e.idx) // no longer hot-worthy
+	}
 	var errs []error
-	for i := range m.ads {
+	for _, i := range m.members(qWorthy) {
 		a := &m.ads[i]
 		if a.live() && a.run.IsZero() && m.hotWorthy(a, now) {
-			err := m.prefetch(uint32(i), now, m.keep(a, now))
+			err := m.prefetch(i, now, m.keep(a, now))
 			if err != nil && !errors.Is(err, ErrNoRoom) && !errors.Is(err, ErrBusy) {
 				errs = append(errs, err)
 			}

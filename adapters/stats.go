@@ -62,6 +62,10 @@ type Stats struct {
 	Compressions     uint64 // warm copies stored or converted as int8
 	QuantRefused     uint64 // adapters kept exact: weights not finite or not 16-bit
 	BytesMoved       uint64 // bytes copied into the hot and warm tiers
+
+	// Lora is the state behind vLLM's gauge vllm:lora_requests_info
+	// (metrics.NewVLLMLora), recorded with the counts above.
+	Lora LoraInfo
 }
 
 // Stats returns the Manager's accounting; after Close, the zero Stats.
@@ -106,21 +110,9 @@ func (m *Manager) stats() Stats {
 		Evictions: m.c.evictions, WarmStores: m.c.warmStores, WarmDrops: m.c.warmDrops,
 		Compressions: m.c.compressions, QuantRefused: m.c.quantRefused, BytesMoved: m.c.bytesMoved,
 	}
-	for i := range m.ads {
-		a := &m.ads[i]
-		if !a.live() {
-			continue
-		}
-		if a.refs > 0 {
-			s.Held++
-		}
-		if a.warmQ {
-			s.Quantized++
-		}
-		if a.run.IsZero() && a.warm.IsZero() {
-			s.Cold++
-		}
-	}
+	s.Held, s.Quantized = m.held, m.quantN
+	s.Lora = m.loraInfo()
+	s.Cold = len(m.byID) - (m.hotN + m.warmN - m.both)
 	return s
 }
 
@@ -141,7 +133,7 @@ func (m *Manager) Check() error {
 func (m *Manager) check() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("adapters: "+format, args...)) }
-	var hotN, hotPages, warmN, warmPages, refs, pinned, inflight, live int
+	var hotN, hotPages, warmN, warmPages, refs, pinned, inflight, live, held, quantN, both int
 	var warmBytes int64
 	for i := range m.ads {
 		a := &m.ads[i]
@@ -176,6 +168,15 @@ func (m *Manager) check() error {
 		if a.task != nil {
 			inflight++
 		}
+		if a.refs > 0 {
+			held++
+		}
+		if a.warmQ {
+			quantN++
+		}
+		if !a.run.IsZero() && !a.warm.IsZero() {
+			both++
+		}
 		if !a.warm.IsZero() {
 			warmN++
 			warmPages += m.warmPagesOf(a.warmLen)
@@ -200,6 +201,15 @@ func (m *Manager) check() error {
 		bad("counts: hot %d/%d pages %d/%d warm %d/%d pages %d/%d bytes %d/%d refs %d/%d pinned %d/%d inflight %d/%d",
 			hotN, m.hotN, hotPages, m.hotPages, warmN, m.warmN, warmPages, m.warmPages, warmBytes, m.warmBytes,
 			refs, m.refs, pinned, m.pinned, inflight, m.inflight)
+	}
+	if held != m.held || quantN != m.quantN || both != m.both {
+		bad("counts: held %d/%d quantized %d/%d hot and warm %d/%d", held, m.held, quantN, m.quantN, both, m.both)
+	}
+	m.checkIndexes(bad)
+	if !m.loraDirty {
+		if r, w := m.loraLists(); r != m.lora.Running || w != m.lora.Waiting {
+			bad("lora info: running %q waiting %q, recounted %q %q", m.lora.Running, m.lora.Waiting, r, w)
+		}
 	}
 	liveLeases := 0
 	for i := range m.leases {

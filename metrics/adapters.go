@@ -1,9 +1,13 @@
 package metrics
 
 import (
+	"fmt"
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/locus-go/locus/adapters"
+	"github.com/locus-go/locus/internal/typednil"
 )
 
 // AdaptersSource is what NewAdapters reads: *adapters.Manager is one.
@@ -16,9 +20,8 @@ type AdaptersSource interface {
 // prometheus.Registerer. Every scrape reads m.Snapshot once (published by
 // the manager at its Drain and Stats), so it never races the owner and
 // the samples of one scrape agree. A nil m makes a collector whose
-// registration fails. Use it for dashboards of the tiers; a router that
-// reads vLLM's lora gauge needs the batcher's state, which this does not
-// export.
+// registration fails. Use it for dashboards of the tiers; for a router
+// that reads vLLM's lora gauge, register NewVLLMLora beside it.
 //
 // Its metrics (counters end in _total):
 //
@@ -79,4 +82,57 @@ var adaptersFamilies = []family[adapters.Stats]{
 		func(w *writer, s adapters.Stats) { w.counter(s.Compressions) }},
 	{"bytes_moved_total", "Bytes copied into the hot and warm tiers.", nil,
 		func(w *writer, s adapters.Stats) { w.counter(s.BytesMoved) }},
+}
+
+// NewVLLMLora returns a collector of vLLM's router-facing gauge
+// vllm:lora_requests_info, from the state an adapter manager publishes
+// with the rest of its accounting (Stats.Lora: the Snapshot NewAdapters
+// reads), so the adapters it names running are exactly the held ones the
+// tier metrics count. Routers that balance LoRA traffic (the Gateway API
+// inference extension, llm-d, AIBrix) read it: they send a request where
+// its adapter is running or waiting, or where fewer than max_lora are.
+//
+// It has vLLM's labels and nothing more, as vLLM's engine exports it:
+//
+//	vllm:lora_requests_info{max_lora, running_lora_adapters, waiting_lora_adapters}  gauge
+//
+// max_lora is the most adapters one batch mixes (the manager's Batchers'
+// MaxAdapters, else its hot slot budget), the two lists are adapter ids
+// joined with commas, and the value is the Unix time in seconds at which
+// the state was recorded (vLLM sets it to the current time every step).
+// Nothing is sent before the manager first publishes. Register one per
+// engine, as vLLM exports one per engine process: two managers in one
+// registry with the same lists would collide. Every scrape reads
+// m.Snapshot once. A nil m makes a collector whose registration fails.
+func NewVLLMLora(m AdaptersSource) prometheus.Collector {
+	return &loraCollector{m: m, desc: prometheus.NewDesc("vllm:lora_requests_info", "Running stats on lora requests.",
+		[]string{"max_lora", "running_lora_adapters", "waiting_lora_adapters"}, nil)}
+}
+
+type loraCollector struct {
+	m    AdaptersSource
+	desc *prometheus.Desc
+}
+
+// Describe sends the description; with no source, an invalid one, so that
+// registration fails rather than scrapes.
+func (c *loraCollector) Describe(ch chan<- *prometheus.Desc) {
+	if typednil.Is(c.m) {
+		ch <- prometheus.NewInvalidDesc(fmt.Errorf("locus/metrics: vllm:lora_requests_info: nil source"))
+		return
+	}
+	ch <- c.desc
+}
+
+// Collect reads one snapshot and sends the gauge.
+func (c *loraCollector) Collect(ch chan<- prometheus.Metric) {
+	if typednil.Is(c.m) {
+		return
+	}
+	l := c.m.Snapshot().Lora
+	if l.At.IsZero() {
+		return
+	}
+	w := writer{ch: ch, desc: c.desc}
+	w.gauge(float64(l.At.UnixNano())/1e9, strconv.Itoa(l.MaxLora), l.Running, l.Waiting)
 }

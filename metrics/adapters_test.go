@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -133,5 +134,48 @@ func TestAdaptersSnapshotConcurrent(t *testing.T) {
 			_, err = m.Drain(nil)
 			require.NoError(t, err)
 		}
+	}
+}
+
+// vllm:lora_requests_info from the manager's published state: vLLM's
+// labels, the recording time as the value, the running adapters the held
+// ones, the waiting ones those queued in its Batcher.
+func TestVLLMLora(t *testing.T) {
+	b, err := heap.New(16*4096, 1)
+	require.NoError(t, err)
+	hot, err := pages.New(b, 4096)
+	require.NoError(t, err)
+	defer hot.Close()
+	at := time.Unix(1_700_000_000, 500_000_000)
+	m, err := adapters.New(hot, pages.DefaultContent, adapters.WithHotBudget(4, 0), adapters.WithClock(func() time.Time { return at }))
+	require.NoError(t, err)
+	defer m.Close()
+	c := metrics.NewVLLMLora(m)
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(""))) // nothing published yet
+	for _, id := range []string{"sql", "chat", "code"} {
+		l, err := adapters.Func(4096, func(dst []byte) (int, error) { return len(dst), nil })
+		require.NoError(t, err)
+		require.NoError(t, m.Register(id, l))
+	}
+	bt, err := adapters.NewBatcher(m, adapters.BatchConfig{MaxAdapters: 2, NoPrefetch: true})
+	require.NoError(t, err)
+	for i, id := range []string{"sql", "sql", "chat", "code"} {
+		require.NoError(t, bt.Enqueue(adapters.Request{Seq: uint64(i), Adapter: id}))
+	}
+	var batch adapters.Batch
+	require.NoError(t, bt.Next(&batch)) // sql (the longest queue), then chat (ties: by id)
+	require.Equal(t, []string{"sql", "chat"}, batch.Adapters)
+	m.Stats() // publishes
+	const want = `
+# HELP vllm:lora_requests_info Running stats on lora requests.
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="2",running_lora_adapters="chat,sql",waiting_lora_adapters="code"} 1.7000000005e+09
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want))) // vLLM's name has a colon: no lint
+	require.NoError(t, bt.Release(&batch))
+
+	var nilManager *adapters.Manager
+	for _, c := range []prometheus.Collector{metrics.NewVLLMLora(nil), metrics.NewVLLMLora(nilManager)} {
+		require.Error(t, prometheus.NewRegistry().Register(c))
 	}
 }

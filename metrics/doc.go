@@ -3,7 +3,9 @@
 // adapter managers to Prometheus: each constructor (NewPool, NewManager,
 // NewPublisher, NewClasses, NewPages, NewTier, NewAdapters) returns a
 // prometheus.Collector of one source, which the user registers. NewVLLM
-// exports a kv manager under the metric names a vLLM engine uses.
+// exports a kv manager under the metric names a vLLM engine uses, and
+// NewVLLMLora an adapter manager's vllm:lora_requests_info, which routers
+// read to place LoRA requests.
 //
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(
