@@ -104,13 +104,19 @@ func (m *Manager) worker(p pool.Producer) {
 	defer func() { _ = p.Close() }()
 	var enc [pool.HandleSize]byte
 	var out [1]pool.Handle
+	batch, _ := m.st.(BatchStorage)
+	var slots []int // the slots of a batch, reused
 	for t := range m.tasks {
 		failed := -1
 		start := time.Now()
-		for i, s := range t.slots {
-			if !m.copy(&t, i, s) {
-				failed = i
-				break
+		if batch != nil && len(t.slots) > 1 {
+			failed, slots = m.copyBatch(batch, &t, slots[:0])
+		} else {
+			for i, s := range t.slots {
+				if !m.copy(&t, i, s) {
+					failed = i
+					break
+				}
 			}
 		}
 		*t.took = int64(time.Since(start)) // read by the owner after the Send below
@@ -126,15 +132,61 @@ func (m *Manager) worker(p pool.Producer) {
 
 // copy runs one block of a task under the slot's guard word.
 func (m *Manager) copy(t *task, i int, s int32) bool {
-	g := &m.guards[s]
+	if !m.guard(s, t.store) {
+		return false
+	}
+	var err error
 	if t.store {
+		err = m.st.WriteSlot(int(s), t.keys[i], t.gen, t.bufs[i])
+	} else {
+		err = m.st.ReadSlot(int(s), t.keys[i], t.gens[i], t.bufs[i])
+	}
+	m.unguard(s, t.store)
+	return err == nil
+}
+
+// copyBatch runs every block of a task in one call of st, under the guard
+// words of all its slots (slots is scratch space for their numbers). It
+// returns the index of the block that failed, or -1.
+func (m *Manager) copyBatch(st BatchStorage, t *task, slots []int) (int, []int) {
+	for i, s := range t.slots {
+		if !m.guard(s, t.store) {
+			for _, held := range t.slots[:i] {
+				m.unguard(held, t.store)
+			}
+			return i, slots
+		}
+		slots = append(slots, int(s))
+	}
+	var failed int
+	var err error
+	if t.store {
+		failed, err = st.WriteSlots(slots, t.keys, t.gen, t.bufs)
+	} else {
+		failed, err = st.ReadSlots(slots, t.keys, t.gens, t.bufs)
+	}
+	for _, s := range t.slots {
+		m.unguard(s, t.store)
+	}
+	switch {
+	case err == nil:
+		return -1, slots
+	case failed < 0 || failed >= len(t.slots):
+		return 0, slots // a storage that named no block: blame the first
+	}
+	return failed, slots
+}
+
+// guard takes slot s's guard word for a write (-1) or one more read; it
+// counts a conflict and fails if the slot is busy the other way.
+func (m *Manager) guard(s int32, write bool) bool {
+	g := &m.guards[s]
+	if write {
 		if !g.CompareAndSwap(0, -1) {
 			m.clashes.Add(1)
 			return false
 		}
-		err := m.st.WriteSlot(int(s), t.keys[i], t.gen, t.bufs[i])
-		g.Store(0)
-		return err == nil
+		return true
 	}
 	for {
 		v := g.Load()
@@ -143,12 +195,18 @@ func (m *Manager) copy(t *task, i int, s int32) bool {
 			return false
 		}
 		if g.CompareAndSwap(v, v+1) {
-			break
+			return true
 		}
 	}
-	err := m.st.ReadSlot(int(s), t.keys[i], t.gens[i], t.bufs[i])
-	g.Add(-1)
-	return err == nil
+}
+
+// unguard releases what guard took.
+func (m *Manager) unguard(s int32, write bool) {
+	if write {
+		m.guards[s].Store(0)
+	} else {
+		m.guards[s].Add(-1)
+	}
 }
 
 // Drain applies the completions the copy workers sent since the last

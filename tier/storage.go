@@ -46,6 +46,28 @@ type Storage interface {
 	Close() error
 }
 
+// BatchStorage is a Storage that moves the blocks of one job in one call:
+// a remote medium sends them in one pipelined round trip instead of one
+// per block (tier/redis implements it). A Manager whose storage implements
+// it calls WriteSlots and ReadSlots for every Store or Load job of more
+// than one block, holding the guard of every slot of the job for the call;
+// WriteSlot and ReadSlot for a job of one block. Implement it only where a
+// batch is cheaper than its blocks one by one; a memory or file medium
+// gains nothing.
+type BatchStorage interface {
+	Storage
+	// WriteSlots writes srcs[i], the block of keys[i], into slots[i], all
+	// stamped with generation gen, as WriteSlot does each. It returns the
+	// index of the first block that failed and its error, or -1 and nil;
+	// the blocks after a failed one may or may not have been written.
+	WriteSlots(slots []int, keys []Key, gen uint64, srcs [][]byte) (failed int, err error)
+	// ReadSlots reads the block of keys[i] written with generation gens[i]
+	// from slots[i] into dsts[i], with ReadSlot's checks per block. It
+	// returns as WriteSlots does; the dst of the failed block and of every
+	// block after it holds garbage.
+	ReadSlots(slots []int, keys []Key, gens []uint64, dsts [][]byte) (failed int, err error)
+}
+
 // Recovered is a block a Storage holds from an earlier run.
 type Recovered struct {
 	Slot int

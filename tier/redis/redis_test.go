@@ -333,6 +333,8 @@ func TestDialRejects(t *testing.T) {
 		{"ttl", []string{"127.0.0.1:1"}, "ns", bs, 8, []redis.Option{redis.WithTTL(-1)}},
 		{"medium", []string{"127.0.0.1:1"}, "ns", bs, 8, []redis.Option{redis.WithMedium("")}},
 		{"nil option", []string{"127.0.0.1:1"}, "ns", bs, 8, []redis.Option{nil}},
+		{"hash tag", []string{"127.0.0.1:1"}, "{model}", bs, 8, nil},
+		{"pipeline", []string{"127.0.0.1:1"}, "ns", bs, 8, []redis.Option{redis.WithPipeline(0)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, err := redis.Dial(c.addrs, c.ns, c.bs, c.slots, c.opts...)

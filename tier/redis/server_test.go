@@ -20,7 +20,7 @@ import (
 // Outside CI a test that needs one skips when redis-server is not on PATH;
 // in CI (CI set) it fails instead.
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	dir  string
 	port int
@@ -29,7 +29,7 @@ type server struct {
 	done chan struct{}
 }
 
-func needBinary(t *testing.T, name string) string {
+func needBinary(t testing.TB, name string) string {
 	t.Helper()
 	bin, err := exec.LookPath(name)
 	if err != nil {
@@ -41,7 +41,7 @@ func needBinary(t *testing.T, name string) string {
 	return bin
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +53,7 @@ func freePort(t *testing.T) int {
 
 // startServer starts redis-server with no persistence on a free loopback
 // port, plus args, and stops it (SIGKILL) when the test ends.
-func startServer(t *testing.T, args ...string) *server {
+func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
 	s := &server{t: t, bin: needBinary(t, "redis-server"), dir: t.TempDir(), port: freePort(t), args: args}
 	s.start()
@@ -113,7 +113,7 @@ func (s *server) restart() {
 
 // startCluster starts three masters with cluster mode on and joins them
 // into one cluster with redis-cli (every slot covered, no replicas).
-func startCluster(t *testing.T) []string {
+func startCluster(t testing.TB) []string {
 	t.Helper()
 	cli := needBinary(t, "redis-cli")
 	var addrs []string
@@ -162,6 +162,6 @@ func startCluster(t *testing.T) []string {
 var namespaces atomic.Uint64
 
 // namespace returns a namespace no other tier of this test binary uses.
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	return fmt.Sprintf("locus-test:%s:%d", filepath.Base(t.Name()), namespaces.Add(1))
 }
