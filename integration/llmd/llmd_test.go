@@ -13,6 +13,7 @@ import (
 	"github.com/llm-d/llm-d-kv-cache/pkg/kvevents/engineadapter"
 
 	"github.com/locus-go/locus/backing/heap"
+	"github.com/locus-go/locus/fleet"
 	"github.com/locus-go/locus/kv"
 	"github.com/locus-go/locus/kv/events"
 	"github.com/locus-go/locus/policy/lifo"
@@ -34,7 +35,9 @@ const (
 // event pool with its vLLM adapter, subscribers that dial each engine's
 // publisher, the in-memory index, the token processor that derives the
 // router's own block keys from a prompt, and the longest-prefix scorer with
-// its default medium weights (gpu 1.0, cpu 0.8).
+// its default medium weights (gpu 1.0, cpu 0.8). Beside it, locus's own
+// fleet index and scorer get the same events in process, and every score
+// llm-d gives must be theirs exactly.
 type router struct {
 	pool   *kvevents.Pool
 	subs   *kvevents.SubscriberManager
@@ -42,6 +45,10 @@ type router struct {
 	tokens kvblock.TokenProcessor
 	scorer kvcache.KVBlockScorer
 	ctx    context.Context
+
+	fleet  *fleet.Index
+	fscore *fleet.Scorer
+	hasher *fleet.Hasher
 }
 
 func newRouter(t *testing.T) *router {
@@ -63,6 +70,12 @@ func newRouter(t *testing.T) *router {
 	scorer, err := kvcache.NewKVBlockScorer(kvcache.DefaultKVBlockScorerConfig())
 	must(t, err)
 	r := &router{pool: p, subs: kvevents.NewSubscriberManager(p), index: index, tokens: tokens, scorer: scorer, ctx: ctx}
+	r.fleet, err = fleet.NewIndex()
+	must(t, err)
+	r.fscore, err = fleet.NewScorer(r.fleet, fleet.DefaultWeights())
+	must(t, err)
+	r.hasher, err = fleet.NewHasher(kv.SHA256CBOR, "", tokensPerBlock)
+	must(t, err)
 	t.Cleanup(func() {
 		r.subs.Shutdown(ctx)
 		cancel()
@@ -92,6 +105,10 @@ func (r *router) expect(t *testing.T, what string, prompt []uint32, want map[str
 	for {
 		got = r.scores(t, prompt)
 		if same(got, want) {
+			// locus's fleet scorer saw the same events, in process.
+			if own := r.fscore.Score(r.hasher.Append(nil, prompt, kv.Key{})); !same(own, got) || !same(got, own) {
+				t.Fatalf("%s: fleet scores %v, llm-d's %v", what, own, got)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
@@ -136,7 +153,9 @@ func newEngine(t *testing.T, r *router, pod string, hotBlocks, hostBlocks int) *
 	must(t, err)
 	t.Cleanup(func() { _ = pub.Close() })
 	e := &engine{pod: pod, pub: pub}
-	opts := []kv.Option{kv.WithTokensPerBlock(tokensPerBlock), kv.WithSubscriber(pub.Subscriber())}
+	publish, index := pub.Subscriber(), r.fleet.Subscriber(pod)
+	both := func(ev *kv.Event) { publish(ev); index(ev) }
+	opts := []kv.Option{kv.WithTokensPerBlock(tokensPerBlock), kv.WithSubscriber(both)}
 	if hostBlocks > 0 {
 		st, err := host.New(blockBytes, hostBlocks)
 		must(t, err)
