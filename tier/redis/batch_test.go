@@ -497,3 +497,33 @@ func forward(dst, src net.Conn, d time.Duration) {
 	for range ch { // let the reader end
 	}
 }
+
+// A Manager over the tier stores and loads a job of several blocks through
+// one pipeline (tier.BatchStorage), and a job of one block without one.
+func TestManagerPipelines(t *testing.T) {
+	mr := miniredis.RunT(t)
+	st := dial(t, []string{mr.Addr()}, 64, redis.WithPipeline(64))
+	m := manager(t, st)
+	for _, d := range store(t, m, 0, 32) {
+		require.True(t, d.OK)
+	}
+	require.Equal(t, uint64(1), st.Stats().Pipelines, "32 blocks stored in one pipeline")
+
+	keys := make([]tier.Key, 32)
+	dsts := make([][]byte, 32)
+	for i := range keys {
+		keys[i], dsts[i] = key(i), make([]byte, bs)
+	}
+	_, err := m.Load(keys, dsts)
+	require.NoError(t, err)
+	d := drain(t, m, 1)[0]
+	require.True(t, d.OK)
+	for i := range keys {
+		require.Equal(t, block(keys[i]), dsts[i], "block %d", i)
+	}
+	require.Equal(t, uint64(2), st.Stats().Pipelines, "32 blocks loaded in one pipeline")
+
+	require.True(t, load(t, m, 5).OK)
+	require.Equal(t, uint64(2), st.Stats().Pipelines, "one block goes without a pipeline")
+	require.NoError(t, m.Check())
+}
