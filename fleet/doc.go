@@ -7,11 +7,11 @@
 //
 // # Semantics: llm-d's, exactly
 //
-// Index and Scorer reproduce llm-d-kv-cache v0.9.0's in-memory index
-// (pkg/kvcache/kvblock/in_memory.go), its event pool
-// (pkg/kvevents/pool.go, processEventBatch) and its LongestPrefixScorer
-// (pkg/kvcache/kvblock_scorer.go), so that a router built on this package
-// and llm-d's own indexer fed the same event stream give the same scores:
+// Index and Scorer reproduce llm-d-kv-cache v0.9.0's in-memory index, the
+// way its event pool applies events, and its longest-prefix scorer, so
+// that a router built on this package and llm-d's own indexer fed the same
+// event stream give the same scores (the integration/llmd module of this
+// repository runs both on one stream and compares):
 //
 //   - An entry is a (pod, medium) pair on a block. The medium is the
 //     event's Medium lowercased; an empty Medium (kv's hot pool) is the
