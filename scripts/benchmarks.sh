@@ -10,10 +10,16 @@
 #   h100-scale-repeat.json          an earlier scale run there (an earlier revision), for stability
 #   h100-tiers.json                 locus-eval tiers there (not rendered here: read it with jq)
 #   h100-gpu.json, h100-gpu-tests.log  scripts/gpu.sh run (the H100)
+#   dev-adapters.json               go run ./cmd/locus-eval adapters -json (the development machine)
+#   dev-fleet.json                  go run ./cmd/locus-eval fleet -json -hot-blocks 1024 -redis 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103
+#                                   (the development machine, a local 3-master Redis Cluster; with the default
+#                                   -hot-blocks 768 the kv-aware run never finishes: its live requests wait
+#                                   for blocks that only they hold)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go run ./cmd/locus-cuda report benchmarks/h100-gpu.json >"$tmp/gpu.md"
 go run ./cmd/locus-eval report -include "$tmp/gpu.md" \
-	benchmarks/dev-run.json benchmarks/h100-run.json benchmarks/dev-thread.json benchmarks/h100-scale.json
+	benchmarks/dev-run.json benchmarks/h100-run.json benchmarks/dev-thread.json benchmarks/h100-scale.json \
+	benchmarks/dev-adapters.json benchmarks/dev-fleet.json

@@ -14,6 +14,7 @@
 //	locus-eval scale [flags]            many workers freeing at once: the free-cycle at 1–16 workers, traces with more workers
 //	locus-eval tiers [flags]            offload tiers beside memmove and the file's pwrite/pread; ADR-006's adapter targets
 //	locus-eval fleet [flags]            engines behind a KV-aware or round-robin router, with and without a shared Redis tier
+//	locus-eval adapters [flags]         LoRA adapter residency against ADR-006's targets: loads, 10,000 registered on a Zipf trace, the batcher
 //
 // Run "locus-eval -help" or "locus-eval SUBCOMMAND -help" for the flags.
 // The exit status is 2 for bad flags or documents (and for runs compare
@@ -47,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sub, rest := "", args
 	if len(args) > 0 {
 		switch args[0] {
-		case "thread", "report", "compare", "frag", "chat", "scale", "tiers", "fleet":
+		case "thread", "report", "compare", "frag", "chat", "scale", "tiers", "fleet", "adapters":
 			sub, rest = args[0], args[1:]
 		}
 	}
@@ -69,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runTiers(rest, stdout, stderr)
 	case "fleet":
 		err = runFleet(rest, stdout, stderr)
+	case "adapters":
+		err = runAdapters(rest, stdout, stderr)
 	default:
 		err = runScoreboard(rest, stdout, stderr)
 	}

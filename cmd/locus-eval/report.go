@@ -15,12 +15,13 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("locus-eval report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: locus-eval report [-text] [-svg DIR] RUN.json [MORE.json...] [THREAD.json] [SCALE.json...]
+		fmt.Fprint(stderr, `Usage: locus-eval report [-text] [-svg DIR] RUN.json [MORE.json...] [THREAD.json] [SCALE.json...] [ADAPTERS.json...] [FLEET.json...]
 
 Prints BENCHMARKS.md (Markdown) from documents recorded with locus-eval -json and locus-eval thread -json:
 the first scoreboard in full, each further scoreboard (another machine or GOMAXPROCS) as a section of its
-own, the design-thread ledger when a thread document is given, and a "many cores" section for every
-locus-eval scale -json document. Measures nothing.
+own, the design-thread ledger when a thread document is given, a "many cores" section for every
+locus-eval scale -json document, an adapters section for every locus-eval adapters -json document and a
+fleet section for every locus-eval fleet -json document (in the order given). Measures nothing.
 
   go run ./cmd/locus-eval -json > run.json
   go run ./cmd/locus-eval thread -json > thread.json
@@ -44,15 +45,40 @@ locus-eval scale -json document. Measures nothing.
 	var sbs []*eval.Scoreboard
 	var th *eval.Thread
 	var scales []*eval.Scale
+	// sections are the adapters and fleet documents, in the order given,
+	// each rendered as Markdown or as text.
+	type section struct{ md, text func(io.Writer) error }
+	var sections []section
 	for _, path := range fs.Args() {
-		if schema, err := eval.SchemaOf(path); err != nil {
+		schema, err := eval.SchemaOf(path)
+		if err != nil {
 			return err
-		} else if schema == eval.ScaleSchema {
+		}
+		switch schema {
+		case eval.ScaleSchema:
 			sc, err := eval.ReadScale(path)
 			if err != nil {
 				return err
 			}
 			scales = append(scales, sc)
+			continue
+		case eval.AdaptersSchema:
+			d, err := eval.ReadAdapters(path)
+			if err != nil {
+				return err
+			}
+			sections = append(sections, section{
+				md:   func(w io.Writer) error { eval.WriteAdaptersMarkdown(w, d); return nil },
+				text: func(w io.Writer) error { return eval.WriteAdaptersText(w, d) }})
+			continue
+		case eval.FleetSchema:
+			d, err := eval.ReadFleet(path)
+			if err != nil {
+				return err
+			}
+			sections = append(sections, section{
+				md:   func(w io.Writer) error { eval.WriteFleetMarkdown(w, d); return nil },
+				text: func(w io.Writer) error { return eval.WriteFleetText(w, d) }})
 			continue
 		}
 		sb, t, err := eval.ReadDocument(path)
@@ -91,6 +117,12 @@ locus-eval scale -json document. Measures nothing.
 		for _, sc := range scales {
 			eval.WriteScaleText(stdout, sc)
 		}
+		for _, sec := range sections {
+			fmt.Fprintln(stdout)
+			if err := sec.text(stdout); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	if len(sbs) == 0 {
@@ -105,7 +137,16 @@ locus-eval scale -json document. Measures nothing.
 	for _, path := range fs.Args() {
 		names = append(names, filepath.Base(path))
 	}
+	// The adapters and fleet sections go after the many-cores sections,
+	// before the included ones.
 	var extras []string
+	for _, sec := range sections {
+		var b strings.Builder
+		if err := sec.md(&b); err != nil {
+			return err
+		}
+		extras = append(extras, b.String())
+	}
 	for _, path := range includes {
 		b, err := os.ReadFile(path)
 		if err != nil {
