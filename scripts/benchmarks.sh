@@ -11,7 +11,7 @@
 #   h100-tiers.json                 locus-eval tiers there (not rendered here: read it with jq)
 #   h100-gpu.json, h100-gpu-tests.log  scripts/gpu.sh run (the H100)
 #   dev-adapters.json               go run ./cmd/locus-eval adapters -json (the development machine)
-#   dev-fleet.json                  go run ./cmd/locus-eval fleet -json -hot-blocks 1024 -redis 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103
+#   dev-fleet.json                  go run ./cmd/locus-eval fleet -json -redis 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203 (a local 3-master Redis Cluster)
 #                                   (the development machine, a local 3-master Redis Cluster; with the default
 #                                   -hot-blocks 768 the kv-aware run never finishes: its live requests wait
 #                                   for blocks that only they hold)

@@ -9,11 +9,9 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,71 +64,6 @@ type fleetConfig struct {
 	Scrape       time.Duration
 }
 
-// fleetRun is one configuration's result.
-type fleetRun struct {
-	Router        string         `json:"router"`
-	Remote        bool           `json:"remote"`
-	Requests      int            `json:"requests"`
-	PromptTokens  uint64         `json:"prompt_tokens"`
-	HitTokens     uint64         `json:"prefix_hit_tokens"`
-	HitHot        uint64         `json:"hit_tokens_hot"`
-	HitHost       uint64         `json:"hit_tokens_host"`
-	HitRemote     uint64         `json:"hit_tokens_remote"`
-	HitRate       float64        `json:"hit_rate"`
-	NotRecomputed uint64         `json:"tokens_not_recomputed"`
-	Tiers         []fleetTierDoc `json:"tiers"`
-	Engines       []fleetEngDoc  `json:"engines"`
-	ScoredPicks   int            `json:"picks_with_score"`
-	Deferred      uint64         `json:"admissions_deferred"`
-	Scrapes       uint64         `json:"scrapes"`
-	ScrapeErrors  uint64         `json:"scrape_errors"`
-	ScrapeMatches bool           `json:"final_scrape_matches"`
-	IndexEvents   uint64         `json:"index_events"`
-	IndexOrphans  uint64         `json:"index_orphans"`
-	Seconds       float64        `json:"seconds"`
-}
-
-type fleetTierDoc struct {
-	Medium      string `json:"medium"`
-	StoredBytes uint64 `json:"stored_bytes"`
-	LoadedBytes uint64 `json:"loaded_bytes"`
-	Learned     uint64 `json:"learned_blocks,omitempty"`
-}
-
-type fleetEngDoc struct {
-	Name          string  `json:"name"`
-	MetricsURL    string  `json:"metrics_url"`
-	Requests      int     `json:"requests"`
-	PromptTokens  uint64  `json:"prompt_tokens"`
-	HitTokens     uint64  `json:"prefix_hit_tokens"`
-	HitRate       float64 `json:"hit_rate"`
-	ScrapedHits   float64 `json:"scraped_hit_tokens"`
-	ScrapedLoaded float64 `json:"scraped_loaded_bytes"`
-}
-
-type fleetDoc struct {
-	Schema string `json:"schema"`
-	Config struct {
-		Engines       int      `json:"engines"`
-		Conversations int      `json:"conversations"`
-		Turns         int      `json:"turns"`
-		SystemPrompts int      `json:"system_prompts"`
-		SystemTokens  int      `json:"system_tokens"`
-		UserTokens    int      `json:"user_tokens"`
-		ReplyTokens   int      `json:"reply_tokens"`
-		BlockSize     int      `json:"block_size"`
-		BlockBytes    int      `json:"block_bytes"`
-		HotBlocks     int      `json:"hot_blocks"`
-		HostBlocks    int      `json:"host_blocks"`
-		RemoteBlocks  int      `json:"remote_blocks"`
-		Redis         []string `json:"redis,omitempty"`
-		Seed          uint64   `json:"seed"`
-		Events        string   `json:"events"`
-		Engines2      string   `json:"engine_processes"`
-	} `json:"config"`
-	Runs          []fleetRun `json:"runs"`
-	RemoteSkipped string     `json:"remote_skipped,omitempty"`
-}
 
 func runFleet(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("locus-eval fleet", flag.ContinueOnError)
@@ -200,7 +133,7 @@ Flags:
 	if *asJSON {
 		return writeJSON(stdout, doc)
 	}
-	return writeFleet(stdout, doc)
+	return eval.WriteFleetText(stdout, doc)
 }
 
 func checkFleet(cfg fleetConfig) error {
@@ -220,19 +153,20 @@ func checkFleet(cfg fleetConfig) error {
 }
 
 // fleetReplay runs the four configurations (two without -redis).
-func fleetReplay(cfg fleetConfig) (*fleetDoc, error) {
+func fleetReplay(cfg fleetConfig) (*eval.Fleet, error) {
 	plan, err := bench.NewChatPlan(cfg.Chat)
 	if err != nil {
 		return nil, err
 	}
-	doc := &fleetDoc{Schema: "locus-eval/fleet"}
+	now, machine, rev := time.Now().UTC(), eval.ThisMachine(), eval.ThisRevision()
+	doc := &eval.Fleet{Schema: eval.FleetSchema, SchemaVersion: 1, Created: &now, Machine: &machine, Revision: &rev}
 	c := &doc.Config
 	c.Engines, c.Conversations, c.Turns, c.SystemPrompts = cfg.Engines, cfg.Chat.Conversations, cfg.Chat.Turns, cfg.Chat.SystemPrompts
 	c.SystemTokens, c.UserTokens, c.ReplyTokens, c.BlockSize = cfg.Chat.SystemTokens, cfg.Chat.UserTokens, cfg.Chat.ReplyTokens, cfg.Chat.BlockSize
 	c.BlockBytes, c.HotBlocks, c.HostBlocks, c.RemoteBlocks = fleetBlockBytes, cfg.HotBlocks, cfg.HostBlocks, cfg.RemoteBlocks
 	c.Redis, c.Seed = cfg.Redis, cfg.Chat.Seed
 	c.Events = "in process: each kv.Manager's subscriber → one goroutine per engine → fleet.Index (no ZMQ socket)"
-	c.Engines2 = "in process: one kv.Manager per engine on the replay goroutine; metrics over loopback HTTP, scraped"
+	c.Processes = "in process: one kv.Manager per engine on the replay goroutine; metrics over loopback HTTP, scraped"
 	remotes := []bool{false}
 	if len(cfg.Redis) > 0 {
 		remotes = append(remotes, true)
@@ -259,9 +193,30 @@ type fleetEvent struct {
 }
 
 type fleetReq struct {
-	r    *bench.ChatRequest
-	id   kv.SeqID
-	done int
+	r     *bench.ChatRequest
+	id    kv.SeqID
+	done  int
+	again bool // readmitted after a preemption
+}
+
+// readmits is what readmissions after preemptions added to an engine's
+// prefix-cache counts; the run's figures leave it out, so that a router
+// whose engine preempts more does not look better for hitting its own
+// preempted requests' blocks.
+type readmits struct {
+	query, hot, host, remote uint64
+}
+
+// hitCounts returns the counts readmits tracks, from st.
+func hitCounts(st kv.Stats) readmits {
+	r := readmits{query: st.QueryTokens, hot: st.HitTokens}
+	if len(st.Tiers) > 0 {
+		r.host = st.Tiers[0].HitTokens
+	}
+	if len(st.Tiers) > 1 {
+		r.remote = st.Tiers[1].HitTokens
+	}
+	return r
 }
 
 // fleetEngine is one engine of the fleet.
@@ -286,13 +241,15 @@ type fleetEngine struct {
 	requests      int
 	notRecomputed uint64
 	deferred      uint64
+	requeued      []*fleetReq // preempted this step
+	readmit       readmits
 
 	scrapedHits, scrapedLoaded atomic.Uint64 // the last scrape's values
 }
 
-func fleetRunOne(cfg fleetConfig, plan *bench.ChatPlan, policy fleet.Policy, remote bool) (run fleetRun, err error) {
+func fleetRunOne(cfg fleetConfig, plan *bench.ChatPlan, policy fleet.Policy, remote bool) (run eval.FleetRun, err error) {
 	start := time.Now()
-	run = fleetRun{Router: policy.String(), Remote: remote}
+	run = eval.FleetRun{Router: policy.String(), Remote: remote}
 	x, err := fleet.NewIndex()
 	if err != nil {
 		return run, err
@@ -500,7 +457,18 @@ func (e *fleetEngine) step() (finished int, err error) {
 	var admitted []*fleetReq
 	kept := e.pending[:0]
 	for _, q := range e.pending {
+		var before readmits
+		if q.again {
+			before = hitCounts(e.m.Stats())
+		}
 		id, _, err := e.m.Admit(q.r.Prompt, kv.Key{})
+		if q.again && err == nil {
+			after := hitCounts(e.m.Stats())
+			e.readmit.query += after.query - before.query
+			e.readmit.hot += after.hot - before.hot
+			e.readmit.host += after.host - before.host
+			e.readmit.remote += after.remote - before.remote
+		}
 		if errors.Is(err, pool.ErrExhausted) {
 			e.deferred++
 			kept = append(kept, q)
@@ -518,14 +486,23 @@ func (e *fleetEngine) step() (finished int, err error) {
 		if err != nil {
 			return 0, err
 		}
-		e.notRecomputed += uint64(cached)
+		if !q.again {
+			e.notRecomputed += uint64(cached)
+		}
 	}
 	live := e.live[:0]
 	for _, q := range e.live {
 		err := e.m.Append(q.id, q.r.Reply[q.done:q.done+1])
 		switch {
 		case errors.Is(err, pool.ErrExhausted):
-			live = append(live, q) // decodes next step
+			// The pool is full of running requests: preempt this one, as
+			// vLLM preempts by recompute (its full blocks stay cached),
+			// and admit it again when blocks are free. Waiting instead
+			// deadlocks once every running request needs one more block.
+			if _, err := e.m.Preempt(q.id); err != nil {
+				return 0, err
+			}
+			e.requeued = append(e.requeued, &fleetReq{r: q.r, again: true})
 			continue
 		case err != nil:
 			return 0, err
@@ -540,6 +517,9 @@ func (e *fleetEngine) step() (finished int, err error) {
 		finished++
 	}
 	e.live = append(live, admitted...)
+	// Preempted requests go first when blocks are free again.
+	e.pending = append(e.requeued, e.pending...)
+	e.requeued = nil
 	return finished, e.settle()
 }
 
@@ -662,12 +642,12 @@ func (e *fleetEngine) close() error {
 
 // fleetCollect sums the engines' accounting into run, after one last
 // publication and scrape of their metrics.
-func fleetCollect(run fleetRun, engines []*fleetEngine, x *fleet.Index, start time.Time) (fleetRun, error) {
+func fleetCollect(run eval.FleetRun, engines []*fleetEngine, x *fleet.Index, start time.Time) (eval.FleetRun, error) {
 	media := []string{"CPU"}
 	if run.Remote {
 		media = append(media, string(redis.Medium))
 	}
-	run.Tiers = make([]fleetTierDoc, len(media))
+	run.Tiers = make([]eval.FleetTier, len(media))
 	for i, m := range media {
 		run.Tiers[i].Medium = m
 	}
@@ -682,17 +662,21 @@ func fleetCollect(run fleetRun, engines []*fleetEngine, x *fleet.Index, start ti
 			return run, err
 		}
 		run.Scrapes++
-		hits := st.HitTokens
-		for t := range st.Tiers {
-			hits += st.Tiers[t].HitTokens
-		}
+		// First admissions only: readmissions after preemption left out.
+		c := hitCounts(st)
+		c.query -= e.readmit.query
+		c.hot -= e.readmit.hot
+		c.host -= e.readmit.host
+		c.remote -= e.readmit.remote
+		hits := c.hot + c.host + c.remote
 		run.Requests += e.requests
-		run.PromptTokens += st.QueryTokens
-		run.HitHot += st.HitTokens
-		run.HitHost += st.Tiers[0].HitTokens
-		run.HitRemote += st.Tiers[1].HitTokens
+		run.PromptTokens += c.query
+		run.HitHot += c.hot
+		run.HitHost += c.host
+		run.HitRemote += c.remote
 		run.NotRecomputed += e.notRecomputed
 		run.Deferred += e.deferred
+		run.Preemptions += st.Preemptions
 		for i := range media {
 			run.Tiers[i].StoredBytes += st.Tiers[i].StoredBlocks * fleetBlockBytes
 			run.Tiers[i].LoadedBytes += st.Tiers[i].LoadedBlocks * fleetBlockBytes
@@ -700,10 +684,10 @@ func fleetCollect(run fleetRun, engines []*fleetEngine, x *fleet.Index, start ti
 		if run.Remote {
 			run.Tiers[1].Learned += e.learned
 		}
-		ed := fleetEngDoc{Name: e.name, MetricsURL: e.url, Requests: e.requests, PromptTokens: st.QueryTokens, HitTokens: hits,
+		ed := eval.FleetEngine{Name: e.name, MetricsURL: e.url, Requests: e.requests, PromptTokens: c.query, HitTokens: hits,
 			ScrapedHits: float64(e.scrapedHits.Load()), ScrapedLoaded: float64(e.scrapedLoaded.Load())}
-		if st.QueryTokens > 0 {
-			ed.HitRate = float64(hits) / float64(st.QueryTokens)
+		if c.query > 0 {
+			ed.HitRate = float64(hits) / float64(c.query)
 		}
 		if uint64(ed.ScrapedHits) != st.HitTokens {
 			run.ScrapeMatches = false
@@ -720,50 +704,4 @@ func fleetCollect(run fleetRun, engines []*fleetEngine, x *fleet.Index, start ti
 	return run, nil
 }
 
-// writeFleet prints the runs side by side.
-func writeFleet(w io.Writer, d *fleetDoc) error {
-	c := d.Config
-	fmt.Fprintf(w, "fleet: %d engines, each %d hot blocks + a host tier of %d blocks (%d KiB blocks of %d tokens)",
-		c.Engines, c.HotBlocks, c.HostBlocks, c.BlockBytes>>10, c.BlockSize)
-	if len(c.Redis) > 0 {
-		fmt.Fprintf(w, " + a remote tier on Redis %s", strings.Join(c.Redis, ","))
-	}
-	fmt.Fprintf(w, "\nchat trace: %d conversations × %d turns, %d system prompts of %d tokens, %d user + %d reply tokens per turn\n",
-		c.Conversations, c.Turns, c.SystemPrompts, c.SystemTokens, c.UserTokens, c.ReplyTokens)
-	fmt.Fprintf(w, "engines: %s\nevents: %s\n\n", c.Engines2, c.Events)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "router\tremote\tprompt tok\thit tok\thit rate\thot\thost\tremote\tnot recomputed\thost stored\thost loaded\tremote stored\tremote loaded\trequests per engine\tscored picks\tscrapes\t\n")
-	for _, r := range d.Runs {
-		per := make([]string, len(r.Engines))
-		for i, e := range r.Engines {
-			per[i] = fmt.Sprintf("%d (%.0f%%)", e.Requests, 100*e.HitRate)
-		}
-		remote, rs, rl := "no", "-", "-"
-		if r.Remote {
-			remote = "yes"
-			rs, rl = mib(r.Tiers[1].StoredBytes), mib(r.Tiers[1].LoadedBytes)
-		}
-		scored := "-"
-		if r.Router == fleet.KVAware.String() {
-			scored = strconv.Itoa(r.ScoredPicks)
-		}
-		match := ""
-		if !r.ScrapeMatches {
-			match = " (final scrape differs!)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f%%\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d%s\t\n",
-			r.Router, remote, r.PromptTokens, r.HitTokens, 100*r.HitRate, r.HitHot, r.HitHost, r.HitRemote, r.NotRecomputed,
-			mib(r.Tiers[0].StoredBytes), mib(r.Tiers[0].LoadedBytes), rs, rl, strings.Join(per, " "), scored, r.Scrapes, match)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if d.RemoteSkipped != "" {
-		fmt.Fprintf(w, "\nremote tier: skipped (%s)\n", d.RemoteSkipped)
-	}
-	_, err := fmt.Fprintln(w, "\nhit tok = prefix-hit tokens over the fleet: hot pool + host tier + remote tier; requests per engine: count (its hit rate);\n"+
-		"scored picks: requests the router sent where some engine held their first block; bytes are what the engines copied")
-	return err
-}
 
-func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -12,17 +12,19 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 )
 
 // runFleetDoc runs "fleet -quick -json" with extra flags and decodes it.
-func runFleetDoc(t *testing.T, extra ...string) fleetDoc {
+func runFleetDoc(t *testing.T, extra ...string) eval.Fleet {
 	t.Helper()
 	var out, errb bytes.Buffer
 	args := append([]string{"fleet", "-quick", "-json"}, extra...)
 	if code := run(args, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	var d fleetDoc
+	var d eval.Fleet
 	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
@@ -33,13 +35,13 @@ func runFleetDoc(t *testing.T, extra ...string) fleetDoc {
 // accounted, the engines' metrics scraped over HTTP and equal to their
 // accounting at the end, and KV-aware routing hitting more than
 // round-robin without the remote tier (and no less with it).
-func checkFleetDoc(t *testing.T, d fleetDoc, runs int) {
+func checkFleetDoc(t *testing.T, d eval.Fleet, runs int) {
 	t.Helper()
 	if len(d.Runs) != runs {
 		t.Fatalf("%d runs, want %d", len(d.Runs), runs)
 	}
 	want := d.Config.Conversations * d.Config.Turns
-	byKey := map[string]fleetRun{}
+	byKey := map[string]eval.FleetRun{}
 	for _, r := range d.Runs {
 		n := 0
 		for _, e := range r.Engines {
@@ -152,9 +154,9 @@ func TestFleetRedisServer(t *testing.T) {
 
 // checkRemote: with the shared tier, round-robin loads from it (the
 // engines share what each stored) and hits more than without it.
-func checkRemote(t *testing.T, d fleetDoc) {
+func checkRemote(t *testing.T, d eval.Fleet) {
 	t.Helper()
-	var without, with fleetRun
+	var without, with eval.FleetRun
 	for _, r := range d.Runs {
 		if r.Router == "round-robin" && r.Remote {
 			with = r

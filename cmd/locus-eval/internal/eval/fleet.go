@@ -13,11 +13,10 @@ import (
 // (locus-eval fleet -json).
 const FleetSchema = "locus-eval/fleet"
 
-// Fleet is the fleet subcommand's document as report reads it: the same
-// fields as the command writes (cmd/locus-eval/fleet.go), decoded
-// strictly, so a field the command adds must be added here too. Machine,
-// Created, Revision and SchemaVersion are not written by the fleet
-// command yet; they are read, and rendered, when a document has them.
+// Fleet is the fleet subcommand's document: the command writes it, report
+// reads it, decoded strictly. Machine, Created, Revision and
+// SchemaVersion are optional: documents recorded before they were written
+// still read.
 type Fleet struct {
 	Schema        string      `json:"schema"`
 	SchemaVersion int         `json:"schema_version,omitempty"`
@@ -69,6 +68,7 @@ type FleetRun struct {
 	Engines       []FleetEngine `json:"engines"`
 	ScoredPicks   int           `json:"picks_with_score"`
 	Deferred      uint64        `json:"admissions_deferred"`
+	Preemptions   uint64        `json:"preemptions"`
 	Scrapes       uint64        `json:"scrapes"`
 	ScrapeErrors  uint64        `json:"scrape_errors"`
 	ScrapeMatches bool          `json:"final_scrape_matches"`
@@ -165,7 +165,7 @@ func (d *Fleet) Validate() error {
 func fleetMiB(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 var fleetHead = []string{"router", "remote tier", "prompt tokens", "prefix-hit tokens", "hit rate", "hot", "host", "remote",
-	"not recomputed", "host stored / loaded", "remote stored / loaded", "requests per engine (hit rate)", "scored picks"}
+	"not recomputed", "host stored / loaded", "remote stored / loaded", "requests per engine (hit rate)", "scored picks", "preemptions"}
 
 func fleetCells(r FleetRun) []string {
 	per := make([]string, len(r.Engines))
@@ -189,7 +189,7 @@ func fleetCells(r FleetRun) []string {
 	}
 	return []string{r.Router, remote, fmt.Sprint(r.PromptTokens), fmt.Sprint(r.HitTokens), fmt.Sprintf("%.1f %%", 100*r.HitRate),
 		fmt.Sprint(r.HitHot), fmt.Sprint(r.HitHost), fmt.Sprint(r.HitRemote), fmt.Sprint(r.NotRecomputed), hsl, rsl,
-		strings.Join(per, ", "), scored}
+		strings.Join(per, ", "), scored, fmt.Sprint(r.Preemptions)}
 }
 
 func fleetLine(c FleetConfig) string {
@@ -293,5 +293,6 @@ func WriteFleetMarkdown(w io.Writer, d *Fleet) {
 	fmt.Fprintln(w, "Prefix-hit tokens are summed over the fleet: found in an engine's hot pool, its host tier or the remote")
 	fmt.Fprintln(w, "tier; not recomputed: hit tokens whose blocks were used (a hit whose load failed is recomputed). Bytes are")
 	fmt.Fprintln(w, "what the engines copied into and out of each tier. Scored picks: requests the KV-aware router sent where")
-	fmt.Fprintln(w, "some engine held their first block.")
+	fmt.Fprintln(w, "some engine held their first block. An engine whose pool is full of running requests preempts one (its full")
+	fmt.Fprintln(w, "blocks stay cached) and admits it again later; the counts leave those readmissions out.")
 }
