@@ -64,7 +64,6 @@ type fleetConfig struct {
 	Scrape       time.Duration
 }
 
-
 func runFleet(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("locus-eval fleet", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -703,5 +702,3 @@ func fleetCollect(run eval.FleetRun, engines []*fleetEngine, x *fleet.Index, sta
 	run.Seconds = time.Since(start).Seconds()
 	return run, nil
 }
-
-
