@@ -310,3 +310,25 @@ func (p lateFlipPolicy50k) Order() pool.Order {
 	}
 	return pool.LIFO
 }
+
+// lateFlipPolicy300k changes its order after 300000 calls: past the calls
+// of every case but StableOrder.
+type lateFlipPolicy300k struct{ n *int }
+
+func (p lateFlipPolicy300k) Order() pool.Order {
+	if *p.n++; *p.n > 300000 {
+		return pool.FIFO
+	}
+	return pool.LIFO
+}
+
+// sharedFlipPolicy changes its order after 2000000 calls, counted over
+// every instance that shares its counter.
+type sharedFlipPolicy struct{ n *int }
+
+func (p sharedFlipPolicy) Order() pool.Order {
+	if *p.n++; *p.n > 2000000 {
+		return pool.FIFO
+	}
+	return pool.LIFO
+}

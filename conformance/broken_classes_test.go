@@ -3,8 +3,10 @@ package conformance
 import (
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -22,19 +24,33 @@ import (
 type clsDefect int
 
 const (
-	clsCorrect         clsDefect = iota // none: the wrapper passes every call through
-	clsFallback                         // an exhausted class borrows from the next larger one
-	clsBoundaryUp                       // n equal to a class's size takes the next class
-	clsNoGeneration                     // a stale handle resolves to its block's current handle
-	clsIgnoresOwner                     // a handle of another allocator is taken as its own
-	clsRequestedWrong                   // Stats reports Requested as the bytes handed out
-	clsSenderLoses                      // a sender drops every fifth handle it frees
-	clsAllocates                        // every 64th Alloc allocates
-	clsOpenAfterClose                   // Close closes nothing
-	clsFrozenSnapshot                   // Snapshot returns the first snapshot, forever
-	clsSwallowsRejects                  // FreeChunk returns nil when it rejects handles
-	clsSharesClasses                    // Classes returns the slice it keeps, so a caller's edit sticks
+	clsCorrect           clsDefect = iota // none: the wrapper passes every call through
+	clsFallback                           // an exhausted class borrows from the next larger one
+	clsBoundaryUp                         // n equal to a class's size takes the next class
+	clsNoGeneration                       // a stale handle resolves to its block's current handle
+	clsIgnoresOwner                       // a handle of another allocator is taken as its own
+	clsRequestedWrong                     // Stats reports Requested as the bytes handed out
+	clsSenderLoses                        // a sender drops every fifth handle it frees
+	clsAllocates                          // every 64th Alloc allocates
+	clsOpenAfterClose                     // Close closes nothing
+	clsFrozenSnapshot                     // Snapshot returns the first snapshot, forever
+	clsSwallowsRejects                    // FreeChunk returns nil when it rejects handles
+	clsSharesClasses                      // Classes returns the slice it keeps, so a caller's edit sticks
+	clsGen16                              // handles carry generations of 16 bits
+	clsRecycledIDs                        // the ids of closed allocators are handed out again
+	clsStatsOnlySnapshot                  // Snapshot is refreshed only by Stats and Close, never by Drain
+	clsSharedStats                        // Stats returns a slice it keeps and rewrites
+	clsSharedSnapshot                     // Snapshot returns a slice it keeps and rewrites
+	clsChunkAllocs                        // FreeChunk allocates with more than 4 handles of a class
 )
+
+// clsSlots are the slots of closed clsRecycledIDs allocators, for the next
+// ones; clsNextSlot numbers new slots.
+var clsSlots struct {
+	sync.Mutex
+	free []uint32
+	next uint32
+}
 
 // brokenCls wraps a real allocator; its fields are the owner's, but for
 // once and first, which Snapshot reads from any goroutine.
@@ -49,10 +65,84 @@ type brokenCls struct {
 	first  classes.Stats
 	cls    []classes.Class
 	buf    []classes.Handle
+	slot   uint32               // clsRecycledIDs
+	real   [8]atomic.Uint32     // clsRecycledIDs: each class's pool id, for senders too
+	closed bool                 // clsRecycledIDs
+	mu     sync.Mutex           // clsStatsOnlySnapshot, clsSharedSnapshot
+	last   classes.Stats        // clsStatsOnlySnapshot: the last Stats
+	shared []classes.ClassStats // clsSharedStats, clsSharedSnapshot
+	counts map[int]int          // clsChunkAllocs
 }
 
 // tracks reports whether the defect needs the handles handed out.
 func (b *brokenCls) tracks() bool { return b.d == clsNoGeneration || b.d == clsIgnoresOwner }
+
+// maps reports whether the defect rewrites the handles it hands out.
+func (b *brokenCls) maps() bool { return b.d == clsGen16 || b.d == clsRecycledIDs }
+
+// virtual is the pool id a clsRecycledIDs allocator puts in the handles
+// of class k: its slot's, reused once it is closed.
+func (b *brokenCls) virtual(k int) uint32 { return 0x7f000000 | b.slot<<8 | uint32(k) }
+
+// out rewrites a handle handed out the way the defect writes it.
+func (b *brokenCls) out(h classes.Handle) classes.Handle {
+	k, blk := h.Class(), h.Block()
+	switch b.d {
+	case clsGen16:
+		return mkClassHandle(mkHandle(idOf(blk), uint32(blk.Index()), blk.Generation()&(1<<16-1)), uint32(k))
+	case clsRecycledIDs:
+		b.real[k].Store(idOf(blk))
+		return mkClassHandle(mkHandle(b.virtual(k), uint32(blk.Index()), blk.Generation()), uint32(k))
+	}
+	return h
+}
+
+// idOf is poolID without allocating.
+func idOf(h pool.Handle) uint32 {
+	var b [pool.HandleSize]byte
+	enc, _ := h.AppendBinary(b[:0])
+	return uint32(enc[12]) | uint32(enc[13])<<8 | uint32(enc[14])<<16 | uint32(enc[15])<<24
+}
+
+// outErr rewrites the first handle of a rejection the way out would.
+func (b *brokenCls) outErr(err error) error {
+	if b.d != clsRecycledIDs || err == nil {
+		return err
+	}
+	return b.outRejected(err)
+}
+
+func (b *brokenCls) outRejected(err error) error {
+	var re *pool.RejectedError
+	if !errors.As(err, &re) {
+		return err
+	}
+	for k := range b.real {
+		if id := b.real[k].Load(); id != 0 && id == poolID(re.First) {
+			c := *re
+			c.First = mkHandle(b.virtual(k), uint32(re.First.Index()), re.First.Generation())
+			return &c
+		}
+	}
+	return err
+}
+
+func (b *brokenCls) Drain() (int, error) {
+	n, err := b.clsSubject.Drain()
+	return n, b.outErr(err)
+}
+
+// fromVirtual maps a clsRecycledIDs handle back to its class's pool.
+func (b *brokenCls) fromVirtual(h classes.Handle) classes.Handle {
+	k, blk := h.Class(), h.Block()
+	if k < 0 || k >= len(b.real) || idOf(blk) != b.virtual(k) {
+		return h
+	}
+	if id := b.real[k].Load(); id != 0 {
+		return mkClassHandle(mkHandle(id, uint32(blk.Index()), blk.Generation()), uint32(k))
+	}
+	return h
+}
 
 func newBrokenCls(d clsDefect) func() (clsSubject, error) {
 	return func() (clsSubject, error) {
@@ -60,8 +150,19 @@ func newBrokenCls(d clsDefect) func() (clsSubject, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &brokenCls{clsSubject: clsAdapter[*classes.Sender]{c}, d: d, cls: c.Classes(),
-			live: map[[2]int]classes.Handle{}, ids: map[int]uint32{}}, nil
+		b := &brokenCls{clsSubject: clsAdapter[*classes.Sender]{c}, d: d, cls: c.Classes(),
+			live: map[[2]int]classes.Handle{}, ids: map[int]uint32{}, counts: map[int]int{}}
+		if d == clsRecycledIDs {
+			clsSlots.Lock()
+			if n := len(clsSlots.free); n > 0 {
+				b.slot, clsSlots.free = clsSlots.free[n-1], clsSlots.free[:n-1]
+			} else {
+				clsSlots.next++
+				b.slot = clsSlots.next
+			}
+			clsSlots.Unlock()
+		}
+		return b, nil
 	}
 }
 
@@ -69,6 +170,12 @@ func newBrokenCls(d clsDefect) func() (clsSubject, error) {
 func (b *brokenCls) fix(h classes.Handle) classes.Handle {
 	k, blk := h.Class(), h.Block()
 	switch b.d {
+	case clsGen16:
+		if cur, ok := b.live[[2]int{k, blk.Index()}]; ok && b.out(cur) == h {
+			return cur
+		}
+	case clsRecycledIDs:
+		return b.fromVirtual(h)
 	case clsNoGeneration:
 		if cur, ok := b.live[[2]int{k, blk.Index()}]; ok && poolID(cur.Block()) == poolID(blk) {
 			return cur
@@ -83,6 +190,9 @@ func (b *brokenCls) fix(h classes.Handle) classes.Handle {
 
 // took records a handle handed out.
 func (b *brokenCls) took(h classes.Handle) {
+	if b.d == clsGen16 {
+		b.live[[2]int{h.Class(), h.Block().Index()}] = h
+	}
 	if !b.tracks() {
 		return
 	}
@@ -124,13 +234,14 @@ func (b *brokenCls) AllocBytes(n int) (classes.Handle, []byte, error) {
 	}
 	b.took(h)
 	buf, err := b.clsSubject.Bytes(h)
-	return h, buf, err
+	return b.out(h), buf, err
 }
 
 func (b *brokenCls) AllocClass(k, n int) (classes.Handle, error) {
 	h, err := b.clsSubject.AllocClass(k, n)
 	if err == nil {
 		b.took(h)
+		h = b.out(h)
 	}
 	return h, err
 }
@@ -145,6 +256,22 @@ func (b *brokenCls) Free(h classes.Handle) error {
 }
 
 func (b *brokenCls) FreeChunk(chunk []classes.Handle) error {
+	if b.d == clsChunkAllocs {
+		clear(b.counts)
+		for _, h := range chunk {
+			if b.counts[h.Class()]++; b.counts[h.Class()] == 5 {
+				b.sink = append(b.sink, make([]byte, 8)) // "a bigger group"
+			}
+		}
+	}
+	if b.maps() {
+		fixed := b.buf[:0]
+		for _, h := range chunk {
+			fixed = append(fixed, b.fix(h))
+		}
+		b.buf = fixed
+		return b.outErr(b.clsSubject.FreeChunk(fixed))
+	}
 	if !b.tracks() {
 		err := b.clsSubject.FreeChunk(chunk)
 		if b.d == clsSwallowsRejects {
@@ -182,10 +309,38 @@ func (b *brokenCls) Stats() classes.Stats {
 			st.Classes[k].Requested = st.Classes[k].HandedOut()
 		}
 	}
+	switch b.d {
+	case clsStatsOnlySnapshot:
+		b.mu.Lock()
+		b.last = st
+		b.last.Classes = slices.Clone(st.Classes)
+		b.mu.Unlock()
+	case clsSharedStats:
+		b.shared = append(b.shared[:0], st.Classes...)
+		st.Classes = b.shared
+	}
 	return st
 }
 
 func (b *brokenCls) Snapshot() classes.Stats {
+	switch b.d {
+	case clsStatsOnlySnapshot:
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.last.Classes == nil {
+			b.last = b.clsSubject.Snapshot() // the allocator's own publication at New
+		}
+		st := b.last
+		st.Classes = slices.Clone(st.Classes)
+		return st
+	case clsSharedSnapshot:
+		st := b.clsSubject.Snapshot()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.shared = append(b.shared[:0], st.Classes...)
+		st.Classes = b.shared
+		return st
+	}
 	if b.d != clsFrozenSnapshot {
 		return b.clsSubject.Snapshot()
 	}
@@ -197,15 +352,51 @@ func (b *brokenCls) Close() error {
 	if b.d == clsOpenAfterClose {
 		return nil
 	}
-	return b.clsSubject.Close()
+	if b.d == clsStatsOnlySnapshot && !b.closed {
+		b.Stats() // the final publication
+	}
+	err := b.clsSubject.Close()
+	if b.d == clsRecycledIDs && err == nil && !b.closed {
+		clsSlots.Lock()
+		clsSlots.free = append(clsSlots.free, b.slot)
+		clsSlots.Unlock()
+	}
+	b.closed = b.closed || err == nil
+	return err
 }
 
 func (b *brokenCls) NewSender() (ClassesSender, error) {
 	s, err := b.clsSubject.NewSender()
-	if err != nil || b.d != clsSenderLoses {
+	if err != nil {
 		return s, err
 	}
-	return &lossySender{ClassesSender: s}, nil
+	switch b.d {
+	case clsSenderLoses:
+		return &lossySender{ClassesSender: s}, nil
+	case clsRecycledIDs:
+		return &virtualSender{ClassesSender: s, b: b}, nil
+	}
+	return s, nil
+}
+
+// virtualSender maps the handles of a clsRecycledIDs allocator back to
+// their pools.
+type virtualSender struct {
+	ClassesSender
+	b   *brokenCls
+	buf []classes.Handle
+}
+
+func (s *virtualSender) FreeChunk(chunk []classes.Handle) error {
+	s.buf = s.buf[:0]
+	for _, h := range chunk {
+		s.buf = append(s.buf, s.b.fromVirtual(h))
+	}
+	return s.ClassesSender.FreeChunk(s.buf)
+}
+
+func (s *virtualSender) Free(h classes.Handle) error {
+	return s.ClassesSender.Free(s.b.fromVirtual(h))
 }
 
 // lossySender drops every fifth handle it is given.
@@ -256,12 +447,12 @@ func brokenClasses() []brokenComponent {
 		{
 			name: "classes: a class's own size takes the next class",
 			run:  classesOf(newBrokenCls(clsBoundaryUp)),
-			want: catches(ErrContract, "Accounting", "AllocClass", "Close", "DrainOnExhaustion", "ForeignHandle", "ForgedHandle", "NoAliasing", "NoFallback", "SenderRejects", "SenderRetire", "SmallestClass", "StaleHandle"),
+			want: catches(ErrContract, "Accounting", "AllocClass", "Close", "DrainOnExhaustion", "ForeignHandle", "ForgedHandle", "NoAliasing", "NoFallback", "SenderRejects", "SenderRetire", "SmallestClass", "Snapshot", "StaleHandle", "ZeroAllocs"),
 		},
 		{
 			name: "classes: stale handles resolve",
 			run:  classesOf(newBrokenCls(clsNoGeneration)),
-			want: catches(ErrAccounting, "Accounting", "ForeignHandle", "ForgedHandle", "FreeChunk").and(ErrAliased, "StaleHandle").and(ErrContract, "Snapshot"),
+			want: catches(ErrAccounting, "Accounting", "ForeignHandle", "ForgedHandle", "FreeChunk").and(ErrDuplicated, "Snapshot").and(ErrAliased, "StaleHandle"),
 		},
 		{
 			name: "classes: another allocator's handles are taken as its own",
@@ -303,7 +494,38 @@ func brokenClasses() []brokenComponent {
 		{
 			name: "classes: Classes returns the slice it keeps",
 			run:  classesOf(newBrokenCls(clsSharesClasses)),
-			want: catches(ErrAliased, "SmallestClass"),
+			want: catches(ErrAliased, "SmallestClass", "Snapshot"),
+		},
+		{
+			name: "classes: generations are kept in 16 bits",
+			want: catches(ErrLost, "ZeroAllocs").and(ErrAliased, "StaleHandle"),
+			run:  classesOf(newBrokenCls(clsGen16)),
+		},
+		{
+			name: "classes: the ids of closed allocators are reused",
+			want: catches(ErrAliased, "ForeignHandle"),
+			run:  classesOf(newBrokenCls(clsRecycledIDs)),
+		},
+		{
+			name: "classes: Snapshot is refreshed only by Stats",
+			want: catches(ErrAccounting, "Snapshot"),
+			run:  classesOf(newBrokenCls(clsStatsOnlySnapshot)),
+		},
+		{
+			name: "classes: Stats returns a slice it rewrites",
+			want: catches(ErrAliased, "Snapshot"),
+			run:  classesOf(newBrokenCls(clsSharedStats)),
+		},
+		{
+			name:            "classes: Snapshot returns a slice it rewrites",
+			want:            catches(ErrAliased, "Snapshot"),
+			run:             classesOf(newBrokenCls(clsSharedSnapshot)),
+			onlyWithoutRace: "the race detector itself reports the scrapers' reads of the slice the allocator rewrites",
+		},
+		{
+			name: "classes: FreeChunk allocates with more than 4 handles of a class",
+			want: catches(ErrAllocs, "ZeroAllocs"),
+			run:  classesOf(newBrokenCls(clsChunkAllocs)),
 		},
 		{
 			name: "classes: FreeChunk hides its rejections",
@@ -369,9 +591,9 @@ func rejectsBroken(t *testing.T, comps []brokenComponent) {
 // the allocations are counted.
 var underRace = map[string]found{
 	"classes: senders lose every fifth handle":              catches(ErrLost, "Accounting", "DrainOnExhaustion", "RemoteExactlyOnce", "SenderRetire", "Snapshot").and(ErrContract, "SenderRejects"),
-	"pages: a run after a live one starts on its last page": catches(ErrAliased, "Close", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Instances", "NoOverlap", "Placement", "StaleRun", "ZeroAllocs").and(ErrContract, "Accounting", "Coalescing", "DefaultContent", "Evict", "Exhaustion", "ForgedRun", "Pins", "Snapshot", "Watermarks"),
-	"pages: a run of the whole region is refused":           catches(ErrContract, "Coalescing", "DefaultContent", "EvictionMinimal", "Exhaustion", "Instances", "NoOverlap", "Pins", "RunLengths", "Watermarks"),
-	"pages: Bytes has spare capacity":                       catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "ZeroAllocs"),
-	"pages: Evict(n) evicts one run too many":               catches(ErrContract, "Accounting", "Evict", "EvictionLRU"),
-	"pages: new runs have no pin":                           catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "ZeroAllocs"),
+	"pages: a run after a live one starts on its last page": catches(ErrAliased, "Close", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Instances", "NoOverlap", "Placement", "StaleRun", "Wraparound", "ZeroAllocs").and(ErrContract, "Accounting", "Coalescing", "ContentRange", "DefaultContent", "Evict", "Exhaustion", "ForgedRun", "Pins", "Snapshot", "Watermarks"),
+	"pages: a run of the whole region is refused":           catches(ErrContract, "Coalescing", "DefaultContent", "EvictionMinimal", "Exhaustion", "Instances", "NoOverlap", "Pins", "RunLengths", "Watermarks", "Wraparound"),
+	"pages: Bytes has spare capacity":                       catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "ContentRange", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "Wraparound", "ZeroAllocs"),
+	"pages: Evict(n) evicts one run too many":               catches(ErrContract, "Accounting", "ContentRange", "Evict", "EvictionLRU"),
+	"pages: new runs have no pin":                           catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "ContentRange", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "Wraparound", "ZeroAllocs"),
 }

@@ -52,9 +52,23 @@ const (
 	pgStatsAfterClose            // Stats after Close reports nothing
 	pgNewRunUnpinned             // Alloc hands out runs with no pin
 	pgStrayEvictFunc             // Free past the high watermark evicts, outside Alloc
+	pgGen16                      // generations are kept in 16 bits
+	pgPin16                      // pin counts are kept in 16 bits
+	pgPrio8                      // priorities are kept in 8 bits: -1 is 255
+	pgContent3                   // content types are kept in 3 bits: 9 is 1, and 8 passes for 0
+	pgRecycledIDs                // the ids of closed allocators are handed out again
+	pgBestFit16                  // best fit looks at the first 16 free runs that hold the run only
+	pgEvictAllocs                // an Alloc or Evict that evicts two runs or more allocates
+	pgCloseUnpublished           // Close does not publish: Snapshot keeps the last Stats
 )
 
 var refPagesIDs atomic.Uint32
+
+// recycled holds the ids of closed pgRecycledIDs allocators.
+var recycled struct {
+	sync.Mutex
+	ids []uint32
+}
 
 type refPages struct {
 	d        pgDefect
@@ -88,8 +102,16 @@ type refPages struct {
 
 func newRefPages(d pgDefect, fit pages.Fit, npages int) func(PagesConfig) (Pages, error) {
 	return func(cfg PagesConfig) (Pages, error) {
+		id := refPagesIDs.Add(1)
+		if d == pgRecycledIDs {
+			recycled.Lock()
+			if n := len(recycled.ids); n > 0 {
+				id, recycled.ids = recycled.ids[n-1], recycled.ids[:n-1]
+			}
+			recycled.Unlock()
+		}
 		p := &refPages{
-			d: d, id: refPagesIDs.Add(1), psize: 16, fit: fit, mem: make([]byte, 16*npages),
+			d: d, id: id, psize: 16, fit: fit, mem: make([]byte, 16*npages),
 			types: cfg.Types, onEvict: cfg.OnEvict,
 			gen: make([]uint64, npages), owner: make([]int32, npages), n: make([]int32, npages),
 			pins: make([]uint32, npages), cont: make([]pages.Content, npages), since: make([]uint64, npages),
@@ -134,18 +156,25 @@ func (p *refPages) gap(s int) int {
 // find returns the first page of the free run the fit takes for n pages,
 // or -1.
 func (p *refPages) find(n int) int {
+	fit := p.fit
 	best, bestLen := -1, 0
+	seen := 0 // pgBestFit16: free runs that hold n, looked at so far
 	for s := 0; s < p.pages(); {
 		if p.owner[s] >= 0 {
 			s += max(1, int(p.n[p.owner[s]])-(s-int(p.owner[s])))
 			continue
 		}
 		l := p.gap(s)
+		if l >= n && p.d == pgBestFit16 && fit == pages.BestFit {
+			if seen++; seen > 16 {
+				return best // gives up: the best of the first 16 that hold it
+			}
+		}
 		if l >= n {
 			switch {
-			case p.fit == pages.FirstFit && p.d == pgLastFit:
+			case fit == pages.FirstFit && p.d == pgLastFit:
 				best = s
-			case p.fit == pages.FirstFit:
+			case fit == pages.FirstFit:
 				return s
 			case p.d == pgWorstFit && l > bestLen, p.d != pgWorstFit && (best < 0 || l < bestLen):
 				best, bestLen = s, l
@@ -158,11 +187,27 @@ func (p *refPages) find(n int) int {
 
 func (p *refPages) run(s int) pages.Run { return mkRun(p.id, uint32(s), p.gen[s]) }
 
+// bump moves the generation of page s on.
+func (p *refPages) bump(s int) {
+	p.gen[s]++
+	if p.d == pgGen16 {
+		p.gen[s] &= 1<<16 - 1
+	}
+}
+
+// prio returns the priority of content c as the allocator keeps it.
+func (p *refPages) prio(c pages.Content) int {
+	if p.d == pgPrio8 {
+		return int(uint8(p.types[c].Priority))
+	}
+	return p.types[c].Priority
+}
+
 func (p *refPages) evictable(s int, prio int) bool {
 	t := p.types[p.cont[s]]
 	pinned := p.pins[s] > 0 && p.d != pgEvictsPinned
 	ok := t.Evictable || (p.d == pgEvictsAnyContent && !pinned)
-	return !pinned && ok && (t.Priority <= prio || p.d == pgAnyPriority)
+	return !pinned && ok && (p.prio(p.cont[s]) <= prio || p.d == pgAnyPriority)
 }
 
 // victim returns the first page of the next run to evict for priority
@@ -177,7 +222,7 @@ func (p *refPages) victim(prio int) int {
 			v = s
 			continue
 		}
-		pv, ps := p.types[p.cont[v]].Priority, p.types[p.cont[s]].Priority
+		pv, ps := p.prio(p.cont[v]), p.prio(p.cont[s])
 		lower, older := ps < pv, p.since[s] < p.since[v]
 		if p.d == pgHighFirst {
 			lower = ps > pv
@@ -204,7 +249,7 @@ func (p *refPages) used() int {
 
 func (p *refPages) release(s int) {
 	n := int(p.n[s])
-	p.gen[s]++
+	p.bump(s)
 	for q := s; q < s+n; q++ {
 		p.owner[q] = -1
 		p.split[q] = false
@@ -254,7 +299,7 @@ func (p *refPages) Alloc(n int, c pages.Content) (pages.Run, error) {
 	if n == 0 && p.d == pgZeroPages {
 		n = 1
 	}
-	if n <= 0 || n > p.pages() || (n == p.pages() && p.d == pgNoWholeRegion) || int(c) >= len(p.types) {
+	if n <= 0 || n > p.pages() || (n == p.pages() && p.d == pgNoWholeRegion) || int(c) >= len(p.types) && (p.d != pgContent3 || int(c&7) >= len(p.types)) {
 		return pages.Run{}, pool.ErrInvalidArgument
 	}
 	if p.d == pgAllocates {
@@ -262,11 +307,18 @@ func (p *refPages) Alloc(n int, c pages.Content) (pages.Run, error) {
 			p.sink = append(p.sink, make([]byte, 8))
 		}
 	}
-	prio := p.types[c].Priority
+	if p.d == pgContent3 {
+		c &= 7
+	}
+	prio := p.prio(c)
 	s := p.find(n)
 	if s < 0 && (p.pages()-p.used()+p.candidatePages(prio) >= n || p.d == pgHopeless) {
+		evicted := 0
 		for v := p.victim(prio); v >= 0; v = p.victim(prio) {
 			p.evict(v)
+			if evicted++; evicted == 2 && p.d == pgEvictAllocs {
+				p.sink = append(p.sink, make([]byte, 8))
+			}
 			if s = p.find(n); s >= 0 && p.d != pgGreedy {
 				break
 			}
@@ -285,8 +337,11 @@ func (p *refPages) Alloc(n int, c pages.Content) (pages.Run, error) {
 		p.owner[q] = int32(s)
 		p.split[q] = false
 	}
-	p.gen[s]++
+	p.bump(s)
 	p.n[s], p.cont[s], p.pins[s] = int32(n), c, 1
+	if p.d == pgContent3 {
+		p.cont[s] = c & 7
+	}
 	if p.d == pgNewRunUnpinned {
 		p.pins[s] = 0
 		p.clock++
@@ -361,6 +416,9 @@ func (p *refPages) Pin(r pages.Run) error {
 		return err
 	}
 	p.pins[s]++
+	if p.d == pgPin16 {
+		p.pins[s] &= 1<<16 - 1
+	}
 	return nil
 }
 
@@ -401,10 +459,13 @@ func (p *refPages) Evict(n int) (int, error) {
 	if n < 0 {
 		return 0, pool.ErrInvalidArgument
 	}
-	got := 0
+	got, evicted := 0, 0
 	for v := p.victim(math.MaxInt); v >= 0 && (got < n || (p.d == pgEvictOneMore && got < n+1 && n > 0)); v = p.victim(math.MaxInt) {
 		got += int(p.n[v])
 		p.evict(v)
+		if evicted++; evicted == 2 && p.d == pgEvictAllocs {
+			p.sink = append(p.sink, make([]byte, 8))
+		}
 	}
 	return got, nil
 }
@@ -508,8 +569,15 @@ func (p *refPages) Close() error {
 		return nil
 	}
 	p.final = p.stats()
-	p.publish()
+	if p.d != pgCloseUnpublished {
+		p.publish()
+	}
 	p.closed = true
+	if p.d == pgRecycledIDs {
+		recycled.Lock()
+		recycled.ids = append(recycled.ids, p.id)
+		recycled.Unlock()
+	}
 	return nil
 }
 
@@ -545,12 +613,12 @@ func brokenPages() []brokenComponent {
 		{
 			name: "pages: freed runs never merge",
 			run:  refPagesOf(pgNoMerge),
-			want: catches(ErrAccounting, "Accounting", "Coalescing", "Evict", "EvictFunc", "NoOverlap", "Pins", "RunLengths", "Snapshot", "StaleRun").and(ErrContract, "Close", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Instances", "Placement", "Watermarks", "ZeroAllocs"),
+			want: catches(ErrContract, "Close", "ContentRange", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Instances", "Placement", "Watermarks", "Wraparound", "ZeroAllocs").and(ErrAccounting, "Accounting", "Coalescing", "Evict", "EvictFunc", "NoOverlap", "Pins", "RunLengths", "Snapshot", "StaleRun"),
 		},
 		{
 			name: "pages: a freed run still resolves",
 			run:  refPagesOf(pgNoGeneration),
-			want: catches(ErrAliased, "Accounting", "Close", "EvictFunc", "ForgedRun", "Pins", "Snapshot", "StaleRun", "Watermarks").and(ErrContract, "ZeroAllocs"),
+			want: catches(ErrAliased, "Accounting", "Close", "ContentRange", "EvictFunc", "ForgedRun", "Pins", "Snapshot", "StaleRun", "Watermarks", "Wraparound").and(ErrContract, "ZeroAllocs"),
 		},
 		{
 			name: "pages: another allocator's runs are taken as its own",
@@ -560,17 +628,17 @@ func brokenPages() []brokenComponent {
 		{
 			name: "pages: a run after a live one starts on its last page",
 			run:  refPagesOf(pgOverlap),
-			want: catches(ErrAliased, "Close", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Instances", "NoOverlap", "Placement", "StaleRun", "ZeroAllocs").and(ErrContract, "Accounting", "Coalescing", "DefaultContent", "Evict", "Exhaustion", "ForgedRun", "Pins", "Snapshot", "Watermarks"),
+			want: catches(ErrAliased, "Close", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Instances", "NoOverlap", "Placement", "StaleRun", "Wraparound", "ZeroAllocs").and(ErrContract, "Accounting", "Coalescing", "ContentRange", "DefaultContent", "Evict", "Exhaustion", "ForgedRun", "Pins", "Snapshot", "Watermarks"),
 		},
 		{
 			name: "pages: best fit takes the largest free run",
 			run:  refPagesOf(pgWorstFit),
-			want: catches(ErrContract, "Accounting", "Close", "EvictFunc", "EvictionLRU", "EvictionPriority", "NoOverlap", "Pins", "Placement", "Snapshot", "Watermarks"),
+			want: catches(ErrContract, "Accounting", "Close", "ContentRange", "EvictFunc", "EvictionLRU", "EvictionPriority", "NoOverlap", "Pins", "Placement", "Snapshot", "Watermarks"),
 		},
 		{
 			name: "pages: refused allocations are not counted",
 			run:  refPagesOf(pgFailedUncounted),
-			want: catches(ErrAccounting, "Accounting", "DefaultContent", "EvictFunc", "EvictionMinimal", "EvictionPriority", "Exhaustion", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "Watermarks"),
+			want: catches(ErrAccounting, "Accounting", "Close", "ContentRange", "DefaultContent", "EvictFunc", "EvictionMinimal", "EvictionPriority", "Exhaustion", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "Watermarks", "Wraparound"),
 		},
 		{
 			name: "pages: Alloc(0) hands out a page",
@@ -580,12 +648,12 @@ func brokenPages() []brokenComponent {
 		{
 			name: "pages: a run of the whole region is refused",
 			run:  refPagesOf(pgNoWholeRegion),
-			want: catches(ErrContract, "Accounting", "Coalescing", "DefaultContent", "EvictionMinimal", "Exhaustion", "Instances", "NoOverlap", "Pins", "RunLengths", "Watermarks"),
+			want: catches(ErrContract, "Accounting", "Coalescing", "ContentRange", "DefaultContent", "EvictionMinimal", "Exhaustion", "Instances", "NoOverlap", "Pins", "RunLengths", "Watermarks", "Wraparound"),
 		},
 		{
 			name: "pages: Bytes has spare capacity",
 			run:  refPagesOf(pgSpareCap),
-			want: catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "ZeroAllocs"),
+			want: catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "ContentRange", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "Wraparound", "ZeroAllocs"),
 		},
 		{
 			name: "pages: Close closes nothing",
@@ -595,37 +663,37 @@ func brokenPages() []brokenComponent {
 		{
 			name: "pages: evicts the most recently unpinned first",
 			run:  refPagesOf(pgMRU),
-			want: catches(ErrOrder, "Accounting", "Close", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
+			want: catches(ErrOrder, "Accounting", "Close", "ContentRange", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Pins", "Snapshot", "Watermarks", "Wraparound"),
 		},
 		{
 			name: "pages: evicts the highest priority first",
 			run:  refPagesOf(pgHighFirst),
-			want: catches(ErrOrder, "Accounting", "Evict", "EvictFunc", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
+			want: catches(ErrOrder, "Accounting", "ContentRange", "Evict", "EvictFunc", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
 		},
 		{
 			name: "pages: evicts pinned runs",
 			run:  refPagesOf(pgEvictsPinned),
-			want: catches(ErrContract, "Accounting", "Close", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "NoOverlap", "Pins", "RunLengths", "Snapshot", "Watermarks", "ZeroAllocs"),
+			want: catches(ErrContract, "Accounting", "Close", "ContentRange", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "NoOverlap", "Pins", "RunLengths", "Snapshot", "Watermarks", "Wraparound", "ZeroAllocs"),
 		},
 		{
 			name: "pages: an allocation evicts runs of any priority",
 			run:  refPagesOf(pgAnyPriority),
-			want: catches(ErrContract, "Accounting", "Close", "EvictFunc", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
+			want: catches(ErrContract, "Accounting", "Close", "ContentRange", "EvictFunc", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
 		},
 		{
 			name: "pages: evicts content that is not evictable",
 			run:  refPagesOf(pgEvictsAnyContent),
-			want: catches(ErrContract, "Accounting", "Close", "DefaultContent", "Evict", "EvictFunc", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
+			want: catches(ErrContract, "Accounting", "Close", "ContentRange", "DefaultContent", "Evict", "EvictFunc", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
 		},
 		{
 			name: "pages: an allocation that must evict evicts every candidate",
 			run:  refPagesOf(pgGreedy),
-			want: catches(ErrContract, "Accounting", "Close", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Pins", "Snapshot"),
+			want: catches(ErrContract, "Accounting", "Close", "ContentRange", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Pins", "Snapshot"),
 		},
 		{
 			name: "pages: an allocation evicts even when that cannot make room",
 			run:  refPagesOf(pgHopeless),
-			want: catches(ErrContract, "Accounting", "Close", "EvictFunc", "EvictionMinimal", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
+			want: catches(ErrContract, "Accounting", "Close", "ContentRange", "EvictFunc", "EvictionMinimal", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
 		},
 		{
 			name: "pages: the EvictFunc hears after the pages were cleared",
@@ -635,7 +703,7 @@ func brokenPages() []brokenComponent {
 		{
 			name: "pages: an evicted run still answers",
 			run:  refPagesOf(pgEvictedValid),
-			want: catches(ErrContract, "Accounting", "Close", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Pins", "Snapshot", "Watermarks", "ZeroAllocs"),
+			want: catches(ErrContract, "Accounting", "Close", "ContentRange", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Pins", "Snapshot", "Watermarks", "ZeroAllocs"),
 		},
 		{
 			name: "pages: the EvictFunc may change the allocator",
@@ -645,7 +713,7 @@ func brokenPages() []brokenComponent {
 		{
 			name: "pages: every fifth eviction is not told",
 			run:  refPagesOf(pgSilentEviction),
-			want: catches(ErrLost, "Accounting", "Close", "Evict", "EvictFunc", "EvictionMinimal", "Snapshot").and(ErrOrder, "EvictionLRU", "EvictionPriority", "Pins", "Watermarks").and(ErrContract, "ZeroAllocs"),
+			want: catches(ErrLost, "Accounting", "Close", "ContentRange", "Evict", "EvictFunc", "EvictionMinimal", "Snapshot").and(ErrOrder, "EvictionLRU", "EvictionPriority", "Pins", "Watermarks", "Wraparound").and(ErrContract, "ZeroAllocs"),
 		},
 		{
 			name: "pages: the watermarks are ignored",
@@ -660,22 +728,22 @@ func brokenPages() []brokenComponent {
 		{
 			name: "pages: Evict(n) evicts one run too many",
 			run:  refPagesOf(pgEvictOneMore),
-			want: catches(ErrContract, "Accounting", "Evict", "EvictFunc", "EvictionLRU", "Pins", "Watermarks"),
+			want: catches(ErrContract, "Accounting", "ContentRange", "Evict", "EvictFunc", "EvictionLRU", "Pins", "Watermarks"),
 		},
 		{
 			name: "pages: unpinning again keeps the old place in the eviction order",
 			run:  refPagesOf(pgUnpinKeepsPlace),
-			want: catches(ErrOrder, "Accounting", "Close", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
+			want: catches(ErrOrder, "Accounting", "Close", "ContentRange", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Pins", "Snapshot", "Watermarks"),
 		},
 		{
 			name: "pages: Unpin of an unpinned run succeeds",
 			run:  refPagesOf(pgUnpinBelowZero),
-			want: catches(ErrContract, "Accounting", "Arguments", "Close", "EvictFunc", "Pins", "Snapshot", "Watermarks"),
+			want: catches(ErrContract, "Accounting", "Arguments", "Close", "ContentRange", "EvictFunc", "Pins", "Snapshot", "Watermarks"),
 		},
 		{
 			name: "pages: snapshots are torn",
 			run:  refPagesOf(pgTornSnapshot),
-			want: catches(ErrAccounting, "Snapshot"),
+			want: catches(ErrAccounting, "Close", "EvictFunc", "Snapshot"),
 		},
 		{
 			name: "pages: every 64th Alloc allocates",
@@ -685,7 +753,7 @@ func brokenPages() []brokenComponent {
 		{
 			name: "pages: refused Spans are not counted",
 			run:  refPagesOf(pgSpanUncounted),
-			want: catches(ErrAccounting, "Accounting", "EvictFunc", "ForgedRun", "Instances", "Pins", "Snapshot", "StaleRun", "Watermarks"),
+			want: catches(ErrAccounting, "Accounting", "Close", "ContentRange", "EvictFunc", "ForgedRun", "Instances", "Pins", "Snapshot", "StaleRun", "Watermarks", "Wraparound"),
 		},
 		{
 			name: "pages: Stats after Close reports nothing",
@@ -695,7 +763,7 @@ func brokenPages() []brokenComponent {
 		{
 			name: "pages: new runs have no pin",
 			run:  refPagesOf(pgNewRunUnpinned),
-			want: catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "ZeroAllocs"),
+			want: catches(ErrContract, "Accounting", "Arguments", "Close", "Coalescing", "ContentRange", "DefaultContent", "Evict", "EvictFunc", "EvictionLRU", "EvictionMinimal", "EvictionPriority", "Exhaustion", "ForgedRun", "Instances", "NoOverlap", "Pins", "Placement", "RunLengths", "Snapshot", "StaleRun", "Watermarks", "Wraparound", "ZeroAllocs"),
 		},
 		{
 			name: "pages: Free evicts, outside Alloc",
@@ -705,7 +773,7 @@ func brokenPages() []brokenComponent {
 		{
 			name: "pages: first fit takes the highest-addressed free run",
 			run:  pagesOf0(newRefPages(pgLastFit, pages.FirstFit, 64)),
-			want: catches(ErrContract, "Accounting", "Close", "EvictFunc", "EvictionLRU", "EvictionPriority", "Exhaustion", "NoOverlap", "Pins", "Placement", "Snapshot", "Watermarks"),
+			want: catches(ErrContract, "Accounting", "Close", "ContentRange", "EvictFunc", "EvictionLRU", "EvictionPriority", "Exhaustion", "NoOverlap", "Pins", "Placement", "Snapshot", "Watermarks"),
 		},
 		{
 			name: "pages: pools over one region",
@@ -714,7 +782,101 @@ func brokenPages() []brokenComponent {
 			},
 			want: catches(ErrAliased, "Instances"),
 		},
+
+		// Narrow fields, identity, placement and allocations at scale,
+		// freshness at Close, re-entrance (issue #23).
+		{
+			name: "pages: generations are kept in 16 bits",
+			want: catches(ErrAliased, "Wraparound"),
+			run:  refPagesOf(pgGen16),
+		},
+		{
+			name: "pages: pin counts are kept in 16 bits",
+			want: catches(ErrContract, "Wraparound"),
+			run:  refPagesOf(pgPin16),
+		},
+		{
+			name: "pages: priorities are kept in 8 bits",
+			want: catches(ErrOrder, "ContentRange"),
+			run:  refPagesOf(pgPrio8),
+		},
+		{
+			name: "pages: content types are kept in 3 bits",
+			want: catches(ErrContract, "Arguments", "ContentRange"),
+			run:  refPagesOf(pgContent3),
+		},
+		{
+			name: "pages: the ids of closed allocators are reused",
+			want: catches(ErrAliased, "Instances"),
+			run:  refPagesOf(pgRecycledIDs),
+		},
+		{
+			name: "pages: best fit looks at the first 16 free runs that fit only",
+			want: catches(ErrContract, "Placement"),
+			run:  refPagesOf(pgBestFit16),
+		},
+		{
+			name: "pages: evicting two runs or more allocates",
+			want: catches(ErrAllocs, "ZeroAllocs"),
+			run:  refPagesOf(pgEvictAllocs),
+		},
+		{
+			name: "pages: Close does not publish",
+			want: catches(ErrAccounting, "Close"),
+			run:  refPagesOf(pgCloseUnpublished),
+		},
+		{
+			name: "pages: Stats from the EvictFunc deadlocks",
+			want: catches(ErrDeadlock, "EvictFunc"),
+			run: pagesOf0(func(cfg PagesConfig) (Pages, error) {
+				p, err := newRefPages(pgCorrect, pages.BestFit, 64)(cfg)
+				return &lockedPages{Pages: p, lock: make(chan struct{}, 1)}, err
+			}),
+		},
 	}
+}
+
+// lockedPages holds a lock across Alloc and Evict, EvictFunc included, and
+// takes it again in Stats and Snapshot: an EvictFunc that reads the stats,
+// as the contract allows, deadlocks. (An Alloc or Evict from the EvictFunc
+// itself gets pages.ErrInEviction, as it should.) The lock is a channel,
+// on which a goroutine is durably blocked in a testing/synctest bubble.
+type lockedPages struct {
+	Pages
+	lock chan struct{}
+	held bool // the owner is in Alloc or Evict
+}
+
+func (p *lockedPages) Alloc(n int, c pages.Content) (pages.Run, error) {
+	if p.held {
+		return p.Pages.Alloc(n, c)
+	}
+	p.lock <- struct{}{}
+	p.held = true
+	defer func() { p.held = false; <-p.lock }()
+	return p.Pages.Alloc(n, c)
+}
+
+func (p *lockedPages) Evict(n int) (int, error) {
+	if p.held {
+		return p.Pages.Evict(n)
+	}
+	p.lock <- struct{}{}
+	p.held = true
+	defer func() { p.held = false; <-p.lock }()
+	return p.Pages.Evict(n)
+}
+
+func (p *lockedPages) Stats() pages.Stats {
+	p.lock <- struct{}{}
+	defer func() { <-p.lock }()
+	return p.Pages.Stats()
+}
+
+func (p *lockedPages) Snapshot() pages.Stats {
+	p.lock <- struct{}{}
+	defer func() { <-p.lock }()
+	return p.Pages.Snapshot()
 }
 
 func TestSuiteRejectsBrokenPages(t *testing.T) { rejectsBroken(t, brokenPages()) }

@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/policy/lifo"
@@ -646,4 +647,184 @@ func refPools(bd pool.Bounds, d defect) func() ([]outcome, func()) {
 			return realPool(tr)
 		}, "broken_test.go"), free
 	}
+}
+
+// handleMap rewrites the handles a mappedPool hands out, and maps back the
+// ones it is given; in may be called from senders' goroutines.
+type handleMap interface {
+	out(h pool.Handle) pool.Handle
+	in(h pool.Handle) pool.Handle
+}
+
+// mappedPool hands out handles as m writes them.
+type mappedPool struct {
+	subject
+	m   handleMap
+	buf *[]pool.Handle
+}
+
+func (p mappedPool) Alloc() (pool.Handle, error) {
+	h, err := p.subject.Alloc()
+	if err != nil {
+		return h, err
+	}
+	return p.m.out(h), nil
+}
+
+func (p mappedPool) AllocBytes() (pool.Handle, []byte, error) {
+	h, b, err := p.subject.AllocBytes()
+	if err != nil {
+		return h, b, err
+	}
+	return p.m.out(h), b, nil
+}
+
+func (p mappedPool) AllocChunk(dst []pool.Handle) error {
+	if err := p.subject.AllocChunk(dst); err != nil {
+		return err
+	}
+	for i, h := range dst {
+		dst[i] = p.m.out(h)
+	}
+	return nil
+}
+
+func (p mappedPool) ins(c []pool.Handle) []pool.Handle {
+	*p.buf = (*p.buf)[:0]
+	for _, h := range c {
+		*p.buf = append(*p.buf, p.m.in(h))
+	}
+	return *p.buf
+}
+
+func (p mappedPool) Free(h pool.Handle) error            { return p.subject.Free(p.m.in(h)) }
+func (p mappedPool) FreeChunk(c []pool.Handle) error     { return p.subject.FreeChunk(p.ins(c)) }
+func (p mappedPool) Bytes(h pool.Handle) ([]byte, error) { return p.subject.Bytes(p.m.in(h)) }
+
+func (p mappedPool) NewSender() (sender, error) {
+	snd, err := p.subject.NewSender()
+	if err != nil {
+		return nil, err
+	}
+	return &mappedSender{sender: snd, m: p.m}, nil
+}
+
+type mappedSender struct {
+	sender
+	m   handleMap
+	buf []pool.Handle
+}
+
+func (s *mappedSender) conv(c []pool.Handle) []pool.Handle {
+	s.buf = s.buf[:0]
+	for _, h := range c {
+		s.buf = append(s.buf, s.m.in(h))
+	}
+	return s.buf
+}
+
+func (s *mappedSender) FreeChunk(c []pool.Handle) error { return s.sender.FreeChunk(s.conv(c)) }
+func (s *mappedSender) Free(h pool.Handle) error        { return s.sender.Free(s.m.in(h)) }
+func (s *mappedSender) TryFreeChunk(c []pool.Handle) (int, error) {
+	return s.sender.TryFreeChunk(s.conv(c))
+}
+
+// gen16 keeps generations in 16 bits: it hands out a block's handle with
+// the low 16 bits of its generation, and takes any handle whose generation
+// matches those bits for the block's latest.
+type gen16 struct{ gens []atomic.Uint64 }
+
+func (g *gen16) out(h pool.Handle) pool.Handle {
+	g.gens[h.Index()].Store(h.Generation())
+	return mkHandle(idOf(h), uint32(h.Index()), h.Generation()&(1<<16-1))
+}
+
+func (g *gen16) in(h pool.Handle) pool.Handle {
+	if i := h.Index(); i < len(g.gens) {
+		if cur := g.gens[i].Load(); cur != 0 && cur&(1<<16-1) == h.Generation() {
+			return mkHandle(idOf(h), uint32(i), cur)
+		}
+	}
+	return h
+}
+
+// recycledIDs gives each open pool a slot, and its handles the slot's id:
+// a pool made after another was closed takes its slot, and its id.
+type recycledIDs struct {
+	slot uint32
+	real atomic.Uint32 // the pool's own id, learned from its first handle
+}
+
+var poolSlots struct {
+	sync.Mutex
+	free []uint32
+	next uint32
+}
+
+func (r *recycledIDs) virtual() uint32 { return 0x7e000000 | r.slot }
+
+func (r *recycledIDs) out(h pool.Handle) pool.Handle {
+	r.real.Store(idOf(h))
+	return mkHandle(r.virtual(), uint32(h.Index()), h.Generation())
+}
+
+func (r *recycledIDs) in(h pool.Handle) pool.Handle {
+	if id := r.real.Load(); id != 0 && idOf(h) == r.virtual() {
+		return mkHandle(id, uint32(h.Index()), h.Generation())
+	}
+	return h
+}
+
+// recyclingPool gives its slot back at Close.
+type recyclingPool struct {
+	mappedPool
+	ids    *recycledIDs
+	closed *bool
+}
+
+func (p recyclingPool) Close() error {
+	err := p.mappedPool.Close()
+	if err == nil && !*p.closed {
+		*p.closed = true
+		poolSlots.Lock()
+		poolSlots.free = append(poolSlots.free, p.ids.slot)
+		poolSlots.Unlock()
+	}
+	return err
+}
+
+func newRecyclingPool(s subject) subject {
+	ids := &recycledIDs{}
+	poolSlots.Lock()
+	if n := len(poolSlots.free); n > 0 {
+		ids.slot, poolSlots.free = poolSlots.free[n-1], poolSlots.free[:n-1]
+	} else {
+		poolSlots.next++
+		ids.slot = poolSlots.next
+	}
+	poolSlots.Unlock()
+	return recyclingPool{mappedPool{s, ids, new([]pool.Handle)}, ids, new(bool)}
+}
+
+// outErr names the first handle of a rejection as the pool handed it out.
+func (p recyclingPool) outErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *pool.RejectedError
+	if !errors.As(err, &re) || idOf(re.First) != p.ids.real.Load() {
+		return err
+	}
+	c := *re
+	c.First = mkHandle(p.ids.virtual(), uint32(re.First.Index()), re.First.Generation())
+	return &c
+}
+
+func (p recyclingPool) Drain() (int, error) {
+	n, err := p.mappedPool.Drain()
+	return n, p.outErr(err)
+}
+
+func (p recyclingPool) FreeChunk(c []pool.Handle) error {
+	return p.outErr(p.mappedPool.FreeChunk(c))
 }

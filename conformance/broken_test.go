@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -169,7 +170,7 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "delivers one Drain late",
-			want: catches(ErrLost, "DrainAfterSend"),
+			want: catches(ErrLost, "DrainAfterSend", "Retire"),
 			run:  ref(unbounded, defectLag),
 		},
 		{
@@ -224,7 +225,7 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "claims a queue per producer, shares one",
-			want: catches(ErrContract, "BatchLimit", "Capacity").and(ErrDeadlock, "DrainAfterSend", "RetiredForgotten"),
+			want: catches(ErrContract, "BatchLimit", "Capacity", "Retire").and(ErrDeadlock, "DrainAfterSend", "RetiredForgotten"),
 			run:  ref(pool.Bounds{Capacity: 4, Batch: 2, PerProducer: true}, defectSharedQueue),
 		},
 		{
@@ -319,7 +320,7 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "a Drain takes from two queues at most",
-			want: catches(ErrLost, "DrainAfterSend"),
+			want: catches(ErrLost, "DrainAfterSend", "Retire"),
 			run:  ref(unbounded, defectTwoQueues),
 		},
 		{
@@ -365,7 +366,7 @@ func brokenComponents() []brokenComponent {
 		},
 		{
 			name: "producers after the 4th come one Drain late",
-			want: catches(ErrLost, "DrainAfterSend"),
+			want: catches(ErrLost, "DrainAfterSend", "Retire"),
 			run:  ref(unbounded, defectFifthLate),
 		},
 		{
@@ -419,6 +420,11 @@ func brokenComponents() []brokenComponent {
 		},
 
 		// Backings.
+		{
+			name: "a Drain that removes a retired producer by swapping skips the one swapped in",
+			want: catches(ErrLost, "Retire"),
+			run:  ref(unbounded, defectSwapSkip),
+		},
 		{
 			name: "backing overlaps blocks",
 			want: catches(ErrAliased, "Disjoint"),
@@ -558,6 +564,25 @@ func brokenComponents() []brokenComponent {
 			run: policies(func() (pool.ReusePolicy, error) {
 				return lateFlipPolicy50k{new(int)}, nil
 			}),
+		},
+		{
+			name: "policy changes its order after 300000 calls",
+			want: catches(ErrOrder, "StableOrder"),
+			run: policies(func() (pool.ReusePolicy, error) {
+				return lateFlipPolicy300k{new(int)}, nil
+			}),
+		},
+		{
+			// One counter for every instance: the instances of StableOrder
+			// flip it between them.
+			name: "policies change their order after 2000000 calls among them",
+			want: catches(ErrOrder, "StableOrder"),
+			run: func() ([]outcome, func()) {
+				n := new(int)
+				return policySuite().lite().run(func() (pool.ReusePolicy, error) {
+					return sharedFlipPolicy{n}, nil
+				}, "broken_test.go"), nil
+			},
 		},
 		{
 			name: "pool over a transport whose Drain allocates with two busy queues",
@@ -742,6 +767,18 @@ func brokenComponents() []brokenComponent {
 			name: "pool AllocBytes on an empty pool says nothing",
 			want: catches(ErrContract, "Exhaustion"),
 			run:  pools(wrapped(mailboxPool, func(s subject) subject { return silentPool{s} })),
+		},
+		{
+			name: "pool generations are kept in 16 bits",
+			want: catches(ErrAliased, "StaleHandle"),
+			run: pools(wrapped(mailboxPool, func(s subject) subject {
+				return mappedPool{s, &gen16{gens: make([]atomic.Uint64, capacityOf(s))}, new([]pool.Handle)}
+			})),
+		},
+		{
+			name: "pools reuse the ids of closed pools",
+			want: catches(ErrAliased, "ForeignHandle"),
+			run:  pools(wrapped(mailboxPool, newRecyclingPool)),
 		},
 		{
 			name: "pools share one id",

@@ -68,6 +68,7 @@ const (
 	defectSpin                   // a Send into a full queue spins, yielding, instead of blocking
 	defectAllocMulti             // a Drain allocates when 2 or more queues hold items
 	defectBacklog                // with 100 or more items pending, a producer's next item overtakes them
+	defectSwapSkip               // a Drain removes a retired queue by swapping the last into its place, and skips that one
 )
 
 // refCore is the state of a refTransport.
@@ -88,6 +89,7 @@ type refCore struct {
 	live     int           // producers not retired (defectCrowdDup)
 	pushed   int           // items pushed (defectCapDrift)
 	garbage  []*refQueue   // defectAllocMulti
+	visit    []*refQueue   // defectSwapSkip: the queues a Drain visits
 }
 
 type refQueue struct {
@@ -483,8 +485,23 @@ func (t *refTransport) Drain(sink *pool.Sink) {
 	if t.defect == defectAllocMulti && busy >= 2 {
 		c.garbage = make([]*refQueue, 0, busy) // "the queues with work"
 	}
+	queues := c.queues
+	if t.defect == defectSwapSkip {
+		c.visit = c.visit[:0]
+		qs := c.queues
+		for i := 0; i < len(qs); i++ {
+			c.visit = append(c.visit, qs[i])
+			if qs[i].retired {
+				// Swap the last queue in and move on: the one swapped
+				// in is not visited until the next Drain.
+				qs[i] = qs[len(qs)-1]
+				qs = qs[:len(qs)-1]
+			}
+		}
+		c.queues, queues = qs, c.visit
+	}
 	visited := 0
-	for _, q := range c.queues {
+	for _, q := range queues {
 		if t.defect == defectTwoQueues && len(q.items) > 0 {
 			if visited++; visited > 2 {
 				break

@@ -63,7 +63,9 @@ type ClassesSender interface {
 //     they name (or in Stats.Rejected), and never reach a live block;
 //     allocators made by one constructor are independent, their memory
 //     disjoint; FreeChunk frees the good handles of a mixed chunk and
-//     reports the bad ones in a *pool.RejectedError;
+//     reports the bad ones in a *pool.RejectedError; a handle is still
+//     stale after 2^16+1 reuses of its block, and handles of a closed
+//     allocator are foreign to the allocators made after it;
 //   - remote frees: blocks of every class freed through senders by racing
 //     workers, in mixed chunks and one by one, with senders kept or made
 //     and retired per request, come back exactly once, never handed out
@@ -72,8 +74,11 @@ type ClassesSender interface {
 //     retired;
 //   - accounting: after every operation of thousands, every class's stats
 //     equal a model, and the identities of pool.Stats hold; snapshots read
-//     by another goroutine are consistent and never go back;
-//   - close semantics and allocation-free hot paths.
+//     by another goroutine are consistent and never go back, and fresh for
+//     an owner that only drains; the slices of Stats, Snapshot and Classes
+//     are the caller's;
+//   - close semantics and allocation-free hot paths, FreeChunk of many
+//     handles per class included.
 //
 // newC should return a fresh allocator of at least two classes of at least
 // 8 blocks each (a few dozen blocks per class exercise more). The suite
@@ -149,12 +154,12 @@ var classesCases = []testCase[clsSubject]{
 	},
 	{
 		name:        "StaleHandle",
-		explanation: "a freed handle is rejected by Free, FreeChunk, Bytes and a remote free with pool.ErrStaleHandle, also double-freed and after its block is reused, in every class, hundreds of times, counted in its class, and never reaches the new owner's memory",
+		explanation: "a freed handle is rejected by Free, FreeChunk, Bytes and a remote free with pool.ErrStaleHandle, also double-freed and after its block is reused, in every class, hundreds of times, and after 2^16 reuses of its block (generations do not wrap at 16 bits), counted in its class, and never reaches the new owner's memory",
 		run:         checkClassesStale,
 	},
 	{
 		name:        "ForeignHandle",
-		explanation: "allocators made by one constructor are independent: a handle of one is rejected by another on every path with pool.ErrForeignHandle, counted there, changing nothing, and their blocks are disjoint memory",
+		explanation: "allocators made by one constructor are independent: a handle of one is rejected by another on every path with pool.ErrForeignHandle, counted there, changing nothing, also by allocators made after it was closed that hand out the very same blocks, and their blocks are disjoint memory",
 		run:         checkClassesForeign,
 	},
 	{
@@ -194,7 +199,7 @@ var classesCases = []testCase[clsSubject]{
 	},
 	{
 		name:        "Snapshot",
-		explanation: "Snapshot may be read by another goroutine while the owner, and workers, keep the allocator busy: every snapshot has every class, satisfies the identities, never goes back, and after Stats it equals Stats",
+		explanation: "Snapshot may be read by another goroutine while the owner, and workers, keep the allocator busy: every snapshot has every class, satisfies the identities, never goes back, and after Stats it equals Stats; an owner that only drains still publishes when a Snapshot asks; and the slices of Stats, Snapshot and Classes are the caller's: they do not change as the allocator goes on, and edits to them change nothing in the allocator",
 		run:         checkClassesSnapshot,
 	},
 	{
@@ -204,7 +209,7 @@ var classesCases = []testCase[clsSubject]{
 	},
 	{
 		name:        "ZeroAllocs",
-		explanation: "Alloc, AllocBytes, AllocClass, Free, Bytes, FreeChunk of a mixed chunk, a rejected Free, a sender's FreeChunk and Free with the Drain that returns them, and an idle Drain allocate nothing in steady state (Stats and Snapshot return a new slice and are left out)",
+		explanation: "Alloc, AllocBytes, AllocClass, Free, Bytes, FreeChunk of a mixed chunk, with one handle of each class or many, a rejected Free, a sender's FreeChunk and Free with the Drain that returns them, and an idle Drain allocate nothing in steady state (Stats and Snapshot return a new slice and are left out)",
 		run:         checkClassesAllocs,
 		whole:       true,
 	},
@@ -910,7 +915,10 @@ func checkClassesStale(r *clCase) error {
 			return err
 		}
 	}
-	return m.check("after the stale calls")
+	if err := m.check("after the stale calls"); err != nil {
+		return err
+	}
+	return checkClassesWrap(r, m)
 }
 
 func checkClassesForeign(r *clCase) error {
@@ -988,7 +996,7 @@ func checkClassesForeign(r *clCase) error {
 			}
 		}
 	}
-	return nil
+	return checkClassesClosedIdentity(r)
 }
 
 func checkClassesForged(r *clCase) error {
@@ -1771,6 +1779,12 @@ func checkClassesSnapshot(r *clCase) error {
 	if err := classIdentities(c.Snapshot(), n); err != nil {
 		return fmt.Errorf("the first snapshot: %w", err)
 	}
+	if err := checkClassesSnapshotFresh(r, m); err != nil {
+		return err
+	}
+	if err := checkClassesOwnSlices(m); err != nil {
+		return err
+	}
 	quit := make(chan struct{})
 	var scrape crew
 	scrape.Go(func() error {
@@ -1914,6 +1928,8 @@ func checkClassesAllocs(r *clCase) error {
 	}
 	// One handle of every class per chunk: it fits any transport.
 	chunk := make([]classes.Handle, len(m.cls))
+	rng := rand.New(rand.NewPCG(31, 32))
+	big := make([]classes.Handle, 0, 16*len(m.cls))
 	fill := func() error {
 		for k := range chunk {
 			h, err := c.Alloc(m.cls[k].Size)
@@ -1957,6 +1973,13 @@ func checkClassesAllocs(r *clCase) error {
 				return err
 			}
 			return contractErr("FreeChunk", c.FreeChunk(chunk))
+		}},
+		{"FreeChunk of 16 handles per class", func() error {
+			var err error
+			if big, err = bigChunk(m, rng, 16, big); err != nil {
+				return err
+			}
+			return contractErr("FreeChunk", c.FreeChunk(big))
 		}},
 		{"a rejected Free", func() error {
 			if err := c.Free(stale); !errors.Is(err, pool.ErrStaleHandle) {

@@ -57,6 +57,14 @@
 //   - Allocations are counted as totals over a thousand calls, never as an
 //     average; what retired producers and senders leave behind (live heap,
 //     goroutines) is measured over thousands of them.
+//   - Fields a component might keep narrower than the contract's are taken
+//     past the wrap: a block or page reused 2^16+1 times (its old handles
+//     must stay stale), a run pinned 2^16 times, priorities across the int
+//     range and every content value; identities are checked across Close
+//     (a closed allocator's handles are foreign to the next one); every
+//     slice a component returns is checked for aliasing both ways; and a
+//     component's read methods are called from its callbacks, with a
+//     timeout, not a hang, for one that deadlocks there.
 //
 // # Time
 //

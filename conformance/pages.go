@@ -84,10 +84,19 @@ func (c PagesConfig) Options() []pages.Option {
 //     lowest-addressed one), and never share a page or a byte; an
 //     allocation fails with pool.ErrExhausted only when no free run is long
 //     enough; freed runs merge with free neighbours in every order;
+//   - placement at scale: as many free runs as the region holds (a region
+//     of more than 32 pages has more than 16), the smallest at the highest
+//     address, and best fit still finds it;
 //   - handles: freed, double-freed, evicted, reused, foreign, zero and
 //     forged runs are rejected on every path with the pool error that says
-//     why, counted, and never reach a live run; allocators made by one
-//     constructor are independent;
+//     why, counted, and never reach a live run, also after 2^16+1 reuses of
+//     their page (a generation kept in 16 or 17 bits wraps there); allocators
+//     made by one constructor are independent, also of allocators closed
+//     before they were made;
+//   - narrow fields: a run pinned 2^16 times keeps its pins; with
+//     pages.MaxContentTypes content types of priorities across the int
+//     range, content round-trips, content values past the types are
+//     refused, and eviction orders priorities as ints;
 //   - pins and eviction: a new run has one pin; pinned runs and content
 //     that is not evictable are never evicted; an allocation that does not
 //     fit evicts unpinned runs of priority at most its own, lowest priority
@@ -95,11 +104,15 @@ func (c PagesConfig) Options() []pages.Option {
 //     and none when that could not make room; Evict and the watermarks
 //     evict in the same order, as much as they must; the EvictFunc hears of
 //     every eviction, in order, while the run is still valid and its pages
-//     untouched, with the allocator's mutators locked out;
+//     untouched, with the allocator's mutators locked out and Stats and
+//     Snapshot working (an allocator that deadlocks there is reported after
+//     a timeout, not left to hang the suite); evictions of one run or
+//     several allocate nothing;
 //   - accounting: after every operation of thousands, Stats equals a model
 //     of the allocator, field by field; snapshots read by another goroutine
 //     satisfy the identities of pages.Stats and never go back;
-//   - close semantics, argument errors and allocation-free hot paths.
+//   - close semantics (Close publishes the last changes), argument errors
+//     and allocation-free hot paths.
 //
 // newP should return a fresh allocator of 32 pages or more (64 to a few
 // thousand exercise more; the suite's time grows with the region), whose
@@ -182,6 +195,7 @@ const (
 	typedPages  pagesSetup = iota // suiteTypes, no watermarks
 	plainPages                    // the default content type
 	markedPages                   // suiteTypes and watermarks
+	widePages                     // wideTypes, no watermarks
 )
 
 // suiteTypes are the content types of most cases: content that is never
@@ -203,6 +217,29 @@ const (
 	scratch
 )
 
+// wideTypes are the content types of ContentRange: as many as a pages.Pool
+// takes, with priorities across the whole int range, around the edges of
+// 8, 16 and 32 bits, so that a priority or a content type kept in fewer
+// bits than the contract gives it shows.
+var wideTypes = []pages.ContentType{
+	{Name: "weights", Priority: 300},
+	{Name: "kv", Priority: -1, Evictable: true},
+	{Name: "prefix", Priority: 255, Evictable: true},
+	{Name: "min", Priority: math.MinInt, Evictable: true},
+	{Name: "max", Priority: math.MaxInt, Evictable: true},
+	{Name: "p256", Priority: 256, Evictable: true},
+	{Name: "n129", Priority: -129, Evictable: true},
+	{Name: "p127", Priority: 127, Evictable: true},
+	{Name: "p128", Priority: 128, Evictable: true},
+	{Name: "n256", Priority: -256, Evictable: true},
+	{Name: "p65536", Priority: 65536, Evictable: true},
+	{Name: "n65537", Priority: -65537, Evictable: true},
+	{Name: "max32", Priority: math.MaxInt32, Evictable: true},
+	{Name: "min32", Priority: math.MinInt32, Evictable: true},
+	{Name: "scratch", Priority: -1},
+	{Name: "kv2", Priority: 255, Evictable: true},
+}
+
 // The watermarks of markedPages.
 const (
 	suiteHigh = 0.75
@@ -223,7 +260,11 @@ type pagesInst struct {
 func newPagesInst(setup pagesSetup, build func(PagesConfig) (Pages, error)) (*pagesInst, error) {
 	in := &pagesInst{log: &evictLog{}}
 	in.cfg.OnEvict = in.log.record
-	if setup != plainPages {
+	switch setup {
+	case plainPages:
+	case widePages:
+		in.cfg.Types = slices.Clone(wideTypes)
+	default:
 		in.cfg.Types = slices.Clone(suiteTypes)
 	}
 	if setup == markedPages {
@@ -246,6 +287,7 @@ func (in *pagesInst) alloc(n int, c pages.Content) (pages.Run, error) {
 	in.log.armed = true
 	r, err := in.Alloc(n, c)
 	in.log.armed = false
+	in.settle()
 	return r, err
 }
 
@@ -253,6 +295,7 @@ func (in *pagesInst) evict(n int) (int, error) {
 	in.log.armed = true
 	got, err := in.Evict(n)
 	in.log.armed = false
+	in.settle()
 	return got, err
 }
 
@@ -267,6 +310,8 @@ type evictLog struct {
 	// error it returns is kept in err.
 	probe func(r pages.Run, c pages.Content) error
 	err   error
+	// pending is a read readInEviction gave up waiting for.
+	pending chan [2]pages.Stats
 }
 
 func (l *evictLog) record(r pages.Run, c pages.Content) {
@@ -285,6 +330,7 @@ func (l *evictLog) record(r pages.Run, c pages.Content) {
 var pagesSetups = map[string]pagesSetup{
 	"DefaultContent": plainPages,
 	"Watermarks":     markedPages,
+	"ContentRange":   widePages,
 }
 
 type pgCase = run[*pagesInst]
@@ -297,7 +343,7 @@ var pagesCases = []testCase[*pagesInst]{
 	},
 	{
 		name:        "Placement",
-		explanation: "on regions fragmented into free runs of many lengths, around the boundaries of 64 and powers of two, every allocation lands in a free run the fit allows (best fit: a smallest one that holds it; first fit: the lowest-addressed one), and fails with pool.ErrExhausted only when no free run is long enough",
+		explanation: "on regions fragmented into free runs of many lengths, around the boundaries of 64 and powers of two, and into as many free runs as the region holds (the smallest at the highest address), every allocation lands in a free run the fit allows (best fit: a smallest one that holds it; first fit: the lowest-addressed one), and fails with pool.ErrExhausted only when no free run is long enough",
 		run:         checkPagesPlacement,
 	},
 	{
@@ -332,13 +378,23 @@ var pagesCases = []testCase[*pagesInst]{
 	},
 	{
 		name:        "Instances",
-		explanation: "allocators made by one constructor are independent: a run of one is rejected by another on every path with pool.ErrForeignHandle, counted there and changing nothing, and their regions are disjoint memory",
+		explanation: "allocators made by one constructor are independent: a run of one is rejected by another on every path with pool.ErrForeignHandle, counted there and changing nothing, also by allocators made after it was closed that place the very same runs, and their regions are disjoint memory",
 		run:         checkPagesInstances,
 	},
 	{
 		name:        "ForgedRun",
 		explanation: "the zero run, runs past the region, runs naming a page inside a live run, a free page, or a live run with another generation or another allocator's id are rejected (pool.ErrZeroHandle, pool.ErrOutOfRange, pool.ErrStaleHandle, pool.ErrForeignHandle), thousands of times; only the exact live run is accepted",
 		run:         checkPagesForged,
+	},
+	{
+		name:        "Wraparound",
+		explanation: "counters do not wrap where a narrower field would: a run freed 2^16 allocations of its pages ago is still stale on every path and never reaches the run now on its pages, and a run pinned 2^16 times keeps every pin and is never evicted",
+		run:         checkPagesWrap,
+	},
+	{
+		name:        "ContentRange",
+		explanation: "with pages.MaxContentTypes content types of priorities across the whole int range, every content type round-trips through Alloc, Content and Stats.Content, every content value past the types is refused, and eviction follows the priorities as ints: lowest first, an allocation evicting only runs of priority at most its own",
+		run:         checkPagesContentRange,
 	},
 	{
 		name:        "Pins",
@@ -367,7 +423,7 @@ var pagesCases = []testCase[*pagesInst]{
 	},
 	{
 		name:        "EvictFunc",
-		explanation: "the EvictFunc hears of every eviction, in order, during Alloc or Evict only, before the run's pages are reused: the run is still valid (Bytes shows its data, Span, Content and Pins answer) and Alloc, Free, Pin, Unpin, Evict and Close fail with pages.ErrInEviction; afterwards the run is stale on every path",
+		explanation: "the EvictFunc hears of every eviction, in order, during Alloc or Evict only, before the run's pages are reused: the run is still valid (Bytes shows its data, Span, Content and Pins answer), Stats and Snapshot return (no lock held across the call) and Alloc, Free, Pin, Unpin, Evict and Close fail with pages.ErrInEviction; afterwards the run is stale on every path",
 		run:         checkPagesEvictFunc,
 	},
 	{
@@ -387,12 +443,12 @@ var pagesCases = []testCase[*pagesInst]{
 	},
 	{
 		name:        "Close",
-		explanation: "after Close every call fails with pool.ErrClosed, Close again too, and Stats and Snapshot keep the accounting as it stood at Close",
+		explanation: "after Close every call fails with pool.ErrClosed, Close again too, and Stats and Snapshot keep the accounting as it stood at Close, changes since the last Stats included",
 		run:         checkPagesClose,
 	},
 	{
 		name:        "ZeroAllocs",
-		explanation: "Alloc, Free, Pin, Unpin, Pins, Bytes, Span, Content, an Alloc that evicts, Evict, a rejected Free, Stats and Snapshot allocate nothing in steady state",
+		explanation: "Alloc, Free, Pin, Unpin, Pins, Bytes, Span, Content, an Alloc that evicts one run or several, Evict of one run or several, a rejected Free, Stats and Snapshot allocate nothing in steady state",
 		run:         checkPagesAllocs,
 		whole:       true,
 	},
@@ -1140,6 +1196,9 @@ func checkPagesPlacement(r *pgCase) error {
 	if err != nil {
 		return err
 	}
+	if err := checkPagesManyFreeRuns(m); err != nil {
+		return err
+	}
 	rng := rand.New(rand.NewPCG(11, 12))
 	for layout := range scaled(12) {
 		// Cut the region into live separators of 1 to 2 pages and runs
@@ -1397,8 +1456,8 @@ func checkPagesArguments(r *pgCase) error {
 			return violationf(ErrContract, "Alloc(%d) = %v, want pool.ErrInvalidArgument", n, err)
 		}
 	}
-	for _, c := range []pages.Content{pages.Content(len(m.types)), math.MaxUint8} {
-		if _, err := in.alloc(1, c); !errors.Is(err, pool.ErrInvalidArgument) {
+	for c := len(m.types); c <= math.MaxUint8; c++ {
+		if _, err := in.alloc(1, pages.Content(c)); !errors.Is(err, pool.ErrInvalidArgument) {
 			return violationf(ErrContract, "Alloc(1, content %d) with %d content types = %v, want pool.ErrInvalidArgument", c, len(m.types), err)
 		}
 	}
@@ -1580,7 +1639,7 @@ func checkPagesInstances(r *pgCase) error {
 			}
 		}
 	}
-	return nil
+	return checkPagesClosedIdentity(r)
 }
 
 func checkPagesForged(r *pgCase) error {
@@ -1947,6 +2006,9 @@ func checkPagesEvictFunc(r *pgCase) error {
 		if pins, err := in.Pins(run); pins != 0 || err != nil {
 			return violationf(ErrContract, "Pins of %v inside the EvictFunc = (%d, %v), want 0", run, pins, err)
 		}
+		if err := in.readInEviction(); err != nil {
+			return err
+		}
 		_, allocErr := in.Alloc(1, weights)
 		_, evictErr := in.Evict(1)
 		for _, call := range [...]struct {
@@ -2169,7 +2231,20 @@ func checkPagesClose(r *pgCase) error {
 	} else {
 		live = m.live[0].r
 	}
-	final := in.Stats()
+	in.Stats() // publishes; the change below must be published by Close
+	if len(m.live) > 1 {
+		other := m.live[0]
+		if other.r == live {
+			other = m.live[1]
+		}
+		err = m.free(other)
+	} else {
+		_, err = m.alloc(1, weights)
+	}
+	if err != nil {
+		return err
+	}
+	final := m.want()
 	if err := in.Close(); err != nil {
 		return violationf(ErrContract, "Close: %v", err)
 	}
@@ -2294,6 +2369,57 @@ func checkPagesAllocs(r *pgCase) error {
 				return contractErr("Alloc", err)
 			}
 			return contractErr("Unpin", in.Unpin(r))
+		}},
+	} {
+		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
+			return err
+		}
+	}
+	// The same with the rest of the region in three unpinned runs: each
+	// Alloc of its length, or Evict, evicts all three.
+	rest := m.pages - 3
+	if n, err := in.evict(rest); n != rest || err != nil {
+		return violationf(ErrContract, "Evict(%d) with one unpinned run of %d pages = %d, %v", rest, rest, n, err)
+	}
+	thirds := [3]int{rest / 3, rest / 3, rest - 2*(rest/3)}
+	refill := func() error {
+		log.runs, log.conts = log.runs[:0], log.conts[:0]
+		for _, n := range thirds {
+			r, err := in.alloc(n, kvCache)
+			if err != nil {
+				return contractErr("Alloc", err)
+			}
+			if err := in.Unpin(r); err != nil {
+				return contractErr("Unpin", err)
+			}
+		}
+		return nil
+	}
+	if err := refill(); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		op   func() error
+	}{
+		{"an Alloc that evicts three runs", func() error {
+			r, err := in.alloc(rest, kvCache)
+			if err != nil {
+				return contractErr("Alloc of the evictable rest of the region", err)
+			}
+			if len(log.runs) != 3 {
+				return violationf(ErrContract, "making room for %d pages in three unpinned runs of %v pages evicted %d runs", rest, thirds, len(log.runs))
+			}
+			if err := in.Free(r); err != nil {
+				return contractErr("Free", err)
+			}
+			return refill()
+		}},
+		{"Evict of three runs", func() error {
+			if n, err := in.evict(rest); n != rest || err != nil {
+				return violationf(ErrContract, "Evict(%d) with three unpinned runs of %v pages = %d, %v", rest, thirds, n, err)
+			}
+			return refill()
 		}},
 	} {
 		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {

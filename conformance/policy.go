@@ -9,8 +9,9 @@ import (
 )
 
 // TestPolicy runs the policy suite: Order returns a valid order, the same
-// one on every one of thousands of calls, in every instance; and a pool
-// built with the policy reuses blocks in that order. newP is called once
+// one on every one of a million calls, in every instance, also after a
+// pool built with it has worked; and that pool reuses blocks in that
+// order. newP is called once
 // per case, more often where a case needs several instances.
 func TestPolicy(t *testing.T, newP func(t *testing.T) pool.ReusePolicy) {
 	t.Helper()
@@ -36,7 +37,7 @@ type poRun = run[pool.ReusePolicy]
 var policyCases = []testCase[pool.ReusePolicy]{
 	{
 		name:        "StableOrder",
-		explanation: "Order returns the same value on every call (the pool reads it once), in every instance",
+		explanation: "Order returns the same value on every call (the pool reads it once), in every instance, a million calls each",
 		run: func(r *poRun) error {
 			policies := []pool.ReusePolicy{r.x}
 			for range 2 {
@@ -48,7 +49,7 @@ var policyCases = []testCase[pool.ReusePolicy]{
 			}
 			for k, p := range policies {
 				first := p.Order()
-				for i := range everyTime {
+				for i := range orderCalls {
 					if o := p.Order(); o != first {
 						return violationf(ErrOrder, "instance %d: Order() call %d returned %v, the first %v", k, i+2, o, first)
 					}
@@ -82,7 +83,21 @@ var policyCases = []testCase[pool.ReusePolicy]{
 				return violationf(ErrContract, "pool.New: %v", err)
 			}
 			defer pl.Close()
-			return reuseOrder(r.ctx, poolSubject[*heap.Backing, *mailbox.Transport, pool.ReusePolicy]{pl})
+			if err := reuseOrder(r.ctx, poolSubject[*heap.Backing, *mailbox.Transport, pool.ReusePolicy]{pl}); err != nil {
+				return err
+			}
+			// After the pool's work, the policy still declares the order
+			// the pool read at New.
+			if got, read := r.x.Order(), pl.Stats().Order; got != read {
+				return violationf(ErrOrder, "after thousands of allocations the policy's Order() = %v; the pool read %v at New", got, read)
+			}
+			return nil
 		},
 	},
 }
+
+// orderCalls is how many times StableOrder calls Order on each instance:
+// ten times everyTime, so that a policy whose order flips late, after the
+// calls a case of another suite makes, flips here. A call is a few
+// nanoseconds: a million of them take milliseconds.
+const orderCalls = 10 * everyTime

@@ -8,7 +8,8 @@ import (
 
 // TestPool runs the end-to-end suite over a pool of any backing, transport
 // and policy: generation safety (stale, double-freed, foreign, zero, forged
-// and out-of-range handles rejected and never aliased to live memory), the
+// and out-of-range handles rejected and never aliased to live memory, also
+// after 2^16+1 reuses of a block and across pools closed before), the
 // policy's reuse order, exhaustion and draining until an allocation is
 // satisfied, exactly-once remote frees with workers racing the owner, every
 // send path of a Sender and its retirement, exact accounting (also in
@@ -100,12 +101,12 @@ var poolCases = []testCase[subject]{
 	},
 	{
 		name:        "StaleHandle",
-		explanation: "a freed handle is rejected by Free, FreeChunk, Bytes and remote frees with pool.ErrStaleHandle, also after its block is reused, every time, and never reaches the new owner's memory",
+		explanation: "a freed handle is rejected by Free, FreeChunk, Bytes and remote frees with pool.ErrStaleHandle, also after its block is reused, every time, and after 2^16 reuses of its block (generations do not wrap at 16 bits), and never reaches the new owner's memory",
 		run:         checkStale,
 	},
 	{
 		name:        "ForeignHandle",
-		explanation: "pools made by one constructor have distinct ids and disjoint memory, and a handle of one is rejected by another with pool.ErrForeignHandle, changing nothing",
+		explanation: "pools made by one constructor have distinct ids and disjoint memory, and a handle of one is rejected by another with pool.ErrForeignHandle, changing nothing, also by pools made after it was closed that hand out the very same blocks",
 		run:         checkForeign,
 	},
 	{

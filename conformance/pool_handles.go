@@ -367,7 +367,115 @@ func checkStale(r *plRun) error {
 		}
 		rejected++
 	}
-	return statsWant(s, n/2, uint64(n)+1+600, uint64(n-n/2)+1+600, rejected)
+	if err := statsWant(s, n/2, uint64(n)+1+600, uint64(n-n/2)+1+600, rejected); err != nil {
+		return err
+	}
+	return poolWrap(r)
+}
+
+// poolWrap allocates and frees one block of a fresh pool wrapCycles
+// times, every other block live so that every allocation takes that block
+// whatever the reuse order, and checks that handles from the first cycles,
+// and from 2^15 cycles before the last, are still stale: a generation kept
+// in 16 bits would make them the block's current handle.
+func poolWrap(r *plRun) error {
+	s, err := r.another()
+	if err != nil {
+		return err
+	}
+	n := capacityOf(s)
+	if err := s.AllocChunk(make([]pool.Handle, n-1)); err != nil {
+		return violationf(ErrContract, "AllocChunk(%d) on a fresh pool of %d blocks: %v", n-1, n, err)
+	}
+	var olds []pool.Handle
+	for i := range wrapCycles {
+		if i%4096 == 0 && r.ctx.Err() != nil {
+			return violationf(ErrDeadlock, "cycle %d: stopped by the watchdog", i)
+		}
+		h, err := s.Alloc()
+		if err != nil {
+			return violationf(ErrContract, "cycle %d: Alloc with one block free: %v", i, err)
+		}
+		if i < 2 || i%4096 == 0 || i >= wrapCycles-(1<<15)-2 && i <= wrapCycles-(1<<15)+1 {
+			olds = append(olds, h)
+		}
+		if err := s.Free(h); err != nil {
+			return violationf(ErrContract, "cycle %d: Free of the block just allocated: %v", i, err)
+		}
+	}
+	cur, err := s.Alloc()
+	if err != nil {
+		return violationf(ErrContract, "Alloc with one block free: %v", err)
+	}
+	mem, err := s.Bytes(cur)
+	if err != nil {
+		return violationf(ErrContract, "Bytes of a live handle: %v", err)
+	}
+	fill(mem, 0x3c)
+	for _, old := range olds {
+		if old == cur {
+			return violationf(ErrAliased, "after %d allocations and frees of one block, its handle is %v, equal to a handle freed thousands of allocations ago: the generation wrapped, and the old handle frees the block's current owner", wrapCycles, old)
+		}
+		if b, err := s.Bytes(old); !errors.Is(err, pool.ErrStaleHandle) || b != nil {
+			return violationf(ErrAliased, "Bytes of a handle freed up to %d allocations of its block ago (%v) = (%d bytes, %v), want pool.ErrStaleHandle", wrapCycles, old, len(b), err)
+		}
+		if err := s.Free(old); !errors.Is(err, pool.ErrStaleHandle) {
+			return violationf(ErrAliased, "Free of a handle freed up to %d allocations of its block ago (%v) = %v, want pool.ErrStaleHandle", wrapCycles, old, err)
+		}
+	}
+	if mem2, err := s.Bytes(cur); err != nil || len(mem2) != len(mem) || &mem2[0] != &mem[0] {
+		return violationf(ErrAliased, "the live handle %v no longer reaches its block after stale handles of it were refused: %v", cur, err)
+	}
+	if j, ok := check(mem, 0x3c); !ok {
+		return violationf(ErrAliased, "byte %d of the live block changed while stale handles of it were refused", j)
+	}
+	return nil
+}
+
+// poolClosedIdentity: the handles of a closed pool are foreign to pools
+// made after it, also when those hand out the very same blocks (a pool
+// that recycles the ids of closed ones would hand out equal handles).
+func poolClosedIdentity(r *plRun) error {
+	var olds []pool.Handle
+	for k := range 3 {
+		s, err := r.another()
+		if err != nil {
+			return err
+		}
+		hs := make([]pool.Handle, 3)
+		if err := s.AllocChunk(hs); err != nil {
+			return violationf(ErrContract, "pool %d: AllocChunk(3) on a fresh pool: %v", k, err)
+		}
+		for _, h := range hs {
+			mem, err := s.Bytes(h)
+			if err != nil {
+				return violationf(ErrContract, "pool %d: Bytes of a live handle: %v", k, err)
+			}
+			fill(mem, byte(k+1))
+		}
+		for _, old := range olds {
+			if b, err := s.Bytes(old); !errors.Is(err, pool.ErrForeignHandle) || b != nil {
+				return violationf(ErrAliased, "pool %d: Bytes of a handle of a pool closed before it was made (%v) = (%d bytes, %v), want pool.ErrForeignHandle", k, old, len(b), err)
+			}
+			if err := s.Free(old); !errors.Is(err, pool.ErrForeignHandle) {
+				return violationf(ErrAliased, "pool %d: Free of a handle of a pool closed before it was made (%v) = %v, want pool.ErrForeignHandle", k, old, err)
+			}
+		}
+		for _, h := range hs {
+			mem, err := s.Bytes(h)
+			if err != nil {
+				return violationf(ErrAliased, "pool %d: a live handle was refused after handles of closed pools were: %v", k, err)
+			}
+			if j, ok := check(mem, byte(k+1)); !ok {
+				return violationf(ErrAliased, "pool %d: byte %d of a live block changed while handles of closed pools were refused", k, j)
+			}
+		}
+		olds = append(olds, hs...)
+		if err := s.Close(); err != nil {
+			return violationf(ErrContract, "pool %d: Close: %v", k, err)
+		}
+	}
+	return nil
 }
 
 func checkForeign(r *plRun) error {
@@ -460,7 +568,7 @@ func checkForeign(r *plRun) error {
 			}
 		}
 	}
-	return nil
+	return poolClosedIdentity(r)
 }
 
 func checkForged(r *plRun) error {

@@ -145,7 +145,7 @@ var transportCases = []testCase[pool.Transport]{
 	},
 	{
 		name:        "Retire",
-		explanation: "after Producer.Close later sends of that producer fail with pool.ErrClosed at every length, Close again returns nil, and everything it sent before (more than one batch, too) is delivered exactly once, also when producers retire while the owner drains",
+		explanation: "after Producer.Close later sends of that producer fail with pool.ErrClosed at every length, Close again returns nil, and everything it sent before (more than one batch, too) is delivered exactly once, also when producers retire while the owner drains; the Drain right after a producer retired still takes what every other producer published before it, wherever the retired one sat among them",
 		run:         checkRetire,
 	},
 	{

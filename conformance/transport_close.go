@@ -304,6 +304,9 @@ func checkRetire(r *trRun) error {
 			return violationf(ErrDuplicated, "drain %d after a retired producer's handles were delivered delivered %d more", i, n)
 		}
 	}
+	if err := retireInPlace(r, bd, bounded); err != nil {
+		return err
+	}
 	// Producers retire while the owner drains.
 	src = newHandleSource(20)
 	const producers = 12
@@ -477,4 +480,60 @@ func liveHeap() uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// retireInPlace checks that a Drain right after a producer retired
+// delivers everything published before it, from every producer, wherever
+// the retired one sits among them: a transport that removes a retired
+// producer by swapping the last one into its place must still visit that
+// one. A shared queue has no place per producer, and its Drain takes a
+// batch of the queue, not of each producer: it is left out.
+func retireInPlace(r *trRun, bd pool.Bounds, bounded bool) error {
+	if bounded && !bd.PerProducer {
+		return nil
+	}
+	tr, ctx := r.x, r.ctx
+	const live = 6
+	src := newHandleSource(22)
+	l := newLedger(src, live)
+	for j := range live {
+		prods := make([]pool.Producer, live)
+		for p := range prods {
+			prod, err := tr.NewProducer()
+			if err != nil {
+				return violationf(ErrContract, "NewProducer: %v", err)
+			}
+			prods[p] = prod
+		}
+		for p, prod := range prods {
+			chunk := freshChunk(src, p, 1)
+			if tp, ok := prod.(pool.TryProducer); ok && bounded {
+				// A queue of its own is empty: TrySend takes the
+				// handle, and never waits, if the queue is shared.
+				if n, err := tp.TrySend(chunk); n != 1 || err != nil {
+					return violationf(ErrContract, "TrySend of one handle by a new producer, with a queue of its own, = (%d, %v), want (1, nil)", n, err)
+				}
+			} else if err := prod.Send(chunk); err != nil {
+				return violationf(ErrContract, "Send: %v", err)
+			}
+			l.sent[p] = append(l.sent[p], chunk...)
+		}
+		if err := prods[j].Close(); err != nil {
+			return violationf(ErrContract, "Producer.Close = %v, want nil", err)
+		}
+		if n := l.drain(tr); n != live {
+			return lateOrLost(ctx, tr, l, violationf(ErrLost, "the Drain right after producer %d of %d retired, each with one handle sent, delivered %d handles: a Drain must visit every producer, also one that takes a retired producer's place", j+1, live, n))
+		}
+		for p, prod := range prods {
+			if p != j {
+				if err := prod.Close(); err != nil {
+					return violationf(ErrContract, "Producer.Close = %v, want nil", err)
+				}
+			}
+		}
+		if n := l.drain(tr); n != 0 {
+			return violationf(ErrDuplicated, "a Drain after every handle was delivered delivered %d more", n)
+		}
+	}
+	return l.verdict()
 }
