@@ -16,8 +16,8 @@ import (
 // root, slash-separated) whose non-test files may import it.
 var fences = map[string][]string{
 	"unsafe":                {"backing/mmap", "backing/cuda"},
-	"golang.org/x/sys/unix": {"backing/mmap", "backing/cuda"},
-	"syscall":               {"backing/mmap", "internal/sysmem"}, // sysmem: getrlimit, to refuse sizes past RLIMIT_AS
+	"golang.org/x/sys/unix": {"backing/mmap", "backing/cuda", "tier/disk"},    // disk: pwritev/preadv (a block and its header in one call) and fallocate
+	"syscall":               {"backing/mmap", "internal/sysmem", "tier/disk"}, // sysmem: getrlimit, to refuse sizes past RLIMIT_AS; disk: RawConn
 	"testing":               {"conformance", "bench"},
 
 	"github.com/prometheus/client_golang/prometheus":          {"metrics", "examples", "cmd/locus-eval"}, // locus-eval fleet serves and scrapes each engine's metrics

@@ -2,9 +2,11 @@
 // page-aligned slots, read and written with pread/pwrite (os.File.ReadAt
 // and WriteAt).
 //
-// Every slot starts with a 64-byte header: the block's key, its length,
-// a CRC-32C of the payload, the write generation and a CRC-32C of the
-// header itself. A block is written payload first, header last, so a slot
+// Every slot holds the payload, page-aligned, then a header in the next
+// page: the block's key, its length, a checksum of the payload (XXH3, low
+// 32 bits), the write generation and a CRC-32C of the header itself. A
+// block is written payload first, header last (one pwritev where the
+// block is whole pages, one preadv to read it back), so a slot
 // is never served unless it holds exactly the block asked for, intact: a
 // torn write (a crash mid-write), a stale slot (another key, an older
 // generation, one written before a Reset) and a corrupt one all fail with
@@ -14,9 +16,11 @@
 //
 // Writes are not synced: a block survives the process being killed (the
 // kernel's page cache holds it), not a power loss, unless WithSyncWrites.
-// Slots are page-aligned and page-sized multiples, the layout O_DIRECT
-// needs; this version does buffered I/O (see the module's README for the
-// O_DIRECT plan).
+// Slots are page-aligned and page-sized multiples, payload first: the
+// layout O_DIRECT needs; this version does buffered I/O. On Linux a new
+// file is preallocated with fallocate(2) (a sparse file where the file
+// system cannot). Files of the earlier format (header before payload) are
+// refused with ErrVersion.
 //
 // Use it as the tier behind the host tier: blocks too many for host memory
 // and worth more than recomputing them (disk tiers in the field admit only
@@ -30,6 +34,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/locus-go/locus/pool"
@@ -77,6 +82,7 @@ type Recovery struct {
 // on its own slot); ReadAt and WriteAt are safe for that.
 type Tier struct {
 	f        *os.File
+	rc       syscall.RawConn // f's descriptor, held open for each preadv/pwritev
 	path     string
 	bs       int
 	slots    int
@@ -99,10 +105,12 @@ type Tier struct {
 var _ tier.Storage = (*Tier)(nil)
 
 // SlotSize returns the bytes a slot of a blockSize-byte block takes: the
-// header and the block, rounded up to whole pages.
-func SlotSize(blockSize int) int {
-	return (HeaderSize + blockSize + pageSize - 1) / pageSize * pageSize
-}
+// block rounded up to whole pages, and a page for its header.
+func SlotSize(blockSize int) int { return payloadSpan(blockSize) + pageSize }
+
+// payloadSpan is the block rounded up to whole pages: where the header
+// starts within a slot.
+func payloadSpan(blockSize int) int { return (blockSize + pageSize - 1) / pageSize * pageSize }
 
 // Open opens the disk tier in the file at path, creating and preallocating
 // it if it does not exist or is empty, and rebuilding the index from it
@@ -127,7 +135,12 @@ func Open(path string, blockSize, slots int, opts ...Option) (*Tier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
-	t := &Tier{f: f, path: path, bs: blockSize, slots: slots, slotSize: ss, cfg: cfg, nextGen: 1}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	t := &Tier{f: f, rc: rc, path: path, bs: blockSize, slots: slots, slotSize: ss, cfg: cfg, nextGen: 1}
 	t.bufs.New = func() any { b := make([]byte, HeaderSize); return &b }
 	fi, err := f.Stat()
 	if err != nil {
@@ -148,10 +161,9 @@ func Open(path string, blockSize, slots int, opts ...Option) (*Tier, error) {
 }
 
 // create preallocates a fresh file: the superblock, then zeroed (empty)
-// slots. Truncate gives a sparse file; the blocks are allocated on first
-// write.
+// slots (fallocate where the system has it, else a sparse file).
 func (t *Tier) create(size int64, s super) error {
-	if err := t.f.Truncate(size); err != nil {
+	if err := preallocate(t.f, size); err != nil {
 		return fmt.Errorf("disk: preallocate %d bytes: %w", size, err)
 	}
 	return t.writeSuper(s)
@@ -194,7 +206,7 @@ func (t *Tier) recover(have, size int64, want super) error {
 	payload := make([]byte, t.bs)
 	for slot := range t.slots {
 		off := t.offset(slot)
-		if _, err := t.f.ReadAt(hb, off); err != nil {
+		if _, err := t.f.ReadAt(hb, off+int64(payloadSpan(t.bs))); err != nil {
 			return fmt.Errorf("disk: read slot %d: %w", slot, err)
 		}
 		h, err := parseHeader(hb)
@@ -209,10 +221,10 @@ func (t *Tier) recover(have, size int64, want super) error {
 			t.recovery.Stale++
 			continue
 		}
-		if _, err := t.f.ReadAt(payload, off+HeaderSize); err != nil {
+		if _, err := t.f.ReadAt(payload, off); err != nil {
 			return fmt.Errorf("disk: read slot %d: %w", slot, err)
 		}
-		if blockhdr.Checksum(payload) != h.Sum {
+		if payloadSum(payload) != h.Sum {
 			t.recovery.Discarded++
 			continue
 		}
@@ -233,6 +245,21 @@ func (t *Tier) recover(have, size int64, want super) error {
 }
 
 func (t *Tier) offset(slot int) int64 { return superSize + int64(slot)*int64(t.slotSize) }
+
+// errShortRead: the file ended inside a slot.
+var errShortRead = errors.New("disk: short read")
+
+// advance drops the first n bytes of bufs.
+func advance(bufs [][]byte, n int) [][]byte {
+	for len(bufs) > 0 && n >= len(bufs[0]) {
+		n -= len(bufs[0])
+		bufs = bufs[1:]
+	}
+	if len(bufs) > 0 && n > 0 {
+		bufs = append([][]byte{bufs[0][n:]}, bufs[1:]...)
+	}
+	return bufs
+}
 
 // Medium returns tier.MediumDisk.
 func (t *Tier) Medium() tier.Medium { return tier.MediumDisk }
@@ -288,25 +315,33 @@ func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
 		return fmt.Errorf("%w: disk: write generation 0", pool.ErrInvalidArgument)
 	}
 	off := t.offset(slot)
-	for p := 0; p < len(src); {
-		n := len(src) - p
-		if t.writeChunk > 0 {
-			n = min(n, t.writeChunk)
-		}
-		if _, err := t.f.WriteAt(src[p:p+n], off+HeaderSize+int64(p)); err != nil {
-			return fmt.Errorf("disk: write slot %d: %w", slot, err)
-		}
-		p += n
-		if t.chunkPause > 0 {
-			time.Sleep(t.chunkPause)
-		}
-	}
-	h := blockhdr.Header{Gen: gen, Key: k, Length: uint32(len(src)), Sum: blockhdr.Checksum(src)}
+	h := blockhdr.Header{Gen: gen, Key: k, Length: uint32(len(src)), Sum: payloadSum(src)}
 	bp := t.bufs.Get().(*[]byte)
 	defer t.bufs.Put(bp)
 	h.Put(*bp, slotMagic)
-	if _, err := t.f.WriteAt(*bp, off); err != nil {
-		return fmt.Errorf("disk: write slot %d: %w", slot, err)
+	hoff := off + int64(payloadSpan(t.bs))
+	if t.writeChunk == 0 && len(src) == payloadSpan(t.bs) {
+		// One pwritev: the payload, then the header right after it.
+		if err := writev(t.f, t.rc, [][]byte{src, *bp}, off); err != nil {
+			return fmt.Errorf("disk: write slot %d: %w", slot, err)
+		}
+	} else {
+		for p := 0; p < len(src); {
+			n := len(src) - p
+			if t.writeChunk > 0 {
+				n = min(n, t.writeChunk)
+			}
+			if _, err := t.f.WriteAt(src[p:p+n], off+int64(p)); err != nil {
+				return fmt.Errorf("disk: write slot %d: %w", slot, err)
+			}
+			p += n
+			if t.chunkPause > 0 {
+				time.Sleep(t.chunkPause)
+			}
+		}
+		if _, err := t.f.WriteAt(*bp, hoff); err != nil {
+			return fmt.Errorf("disk: write slot %d: %w", slot, err)
+		}
 	}
 	if t.cfg.sync {
 		if err := t.f.Sync(); err != nil {
@@ -326,7 +361,14 @@ func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
 	off := t.offset(slot)
 	bp := t.bufs.Get().(*[]byte)
 	defer t.bufs.Put(bp)
-	if _, err := t.f.ReadAt(*bp, off); err != nil {
+	var err error
+	if len(dst) == payloadSpan(t.bs) {
+		// One preadv: the payload, then its header.
+		err = readv(t.f, t.rc, [][]byte{dst, *bp}, off)
+	} else if _, err = t.f.ReadAt(*bp, off+int64(payloadSpan(t.bs))); err == nil {
+		_, err = t.f.ReadAt(dst, off)
+	}
+	if err != nil {
 		return fmt.Errorf("disk: read slot %d: %w", slot, err)
 	}
 	h, err := parseHeader(*bp)
@@ -336,10 +378,7 @@ func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
 	case h.Key != k || h.Gen != gen || h.Gen < t.floor.Load() || h.Length != uint32(t.bs):
 		return fmt.Errorf("%w: disk: slot %d holds %v@%d, not %v@%d", tier.ErrCorrupt, slot, h.Key, h.Gen, k, gen)
 	}
-	if _, err := t.f.ReadAt(dst, off+HeaderSize); err != nil {
-		return fmt.Errorf("disk: read slot %d: %w", slot, err)
-	}
-	if blockhdr.Checksum(dst) != h.Sum {
+	if payloadSum(dst) != h.Sum {
 		return fmt.Errorf("%w: disk: slot %d: payload checksum", tier.ErrCorrupt, slot)
 	}
 	return nil

@@ -71,7 +71,7 @@ func TestSlotRoundTripAndCorruption(t *testing.T) {
 	}
 	// Flip one payload byte on disk: never served.
 	f, _ := os.OpenFile(path, os.O_RDWR, 0)
-	_, _ = f.WriteAt([]byte{0xAA}, d.Offset(2)+disk.HeaderSize+100)
+	_, _ = f.WriteAt([]byte{0xAA}, d.Offset(2)+100)
 	_ = f.Close()
 	if err := d.ReadSlot(2, k, 7, dst); !errors.Is(err, tier.ErrCorrupt) {
 		t.Errorf("flipped payload byte: %v", err)
@@ -163,7 +163,7 @@ func FuzzParseHeader(f *testing.F) {
 	_ = d.WriteSlot(0, key(1), 3, block(key(1)))
 	_ = d.Close()
 	raw, _ := os.ReadFile(filepath.Join(dir, "t"))
-	good := raw[4096 : 4096+disk.HeaderSize]
+	good := raw[4096+bs : 4096+bs+disk.HeaderSize]
 	f.Add(append([]byte(nil), good...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		err := disk.ParseHeader(b)
@@ -352,5 +352,65 @@ func TestCrash(t *testing.T) {
 	t.Logf("%d runs of 3 crashes: %d blocks written, %d kills during a write, %d torn writes discarded", runs, writes, caught, torn)
 	if caught == 0 {
 		t.Log("no kill landed during a write: the in-flight cases went unchecked this time")
+	}
+}
+
+// A file of format 1 (its superblock's magic "LOCUSTR1") is refused with
+// ErrVersion, and left as it was; a fresh file takes its place once removed.
+func TestOpenOldFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old")
+	d, err := disk.Open(path, bs, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = d.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("LOCUSTR1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	if _, err := disk.Open(path, bs, 2); !errors.Is(err, disk.ErrVersion) {
+		t.Fatalf("format 1 file: %v, want ErrVersion", err)
+	}
+	if b, _ := os.ReadFile(path); !bytes.HasPrefix(b, []byte("LOCUSTR1")) {
+		t.Fatal("the refused file was changed")
+	}
+	_ = os.Remove(path)
+	d, err = disk.Open(path, bs, 2)
+	if err != nil {
+		t.Fatalf("fresh file: %v", err)
+	}
+	_ = d.Close()
+}
+
+// The payload sits at the slot's page-aligned start and its header at the
+// next page boundary after it; a block that is not whole pages (two
+// syscalls, not one) is stored and served as well.
+func TestSlotLayout(t *testing.T) {
+	for _, size := range []int{bs, 5000} {
+		path := filepath.Join(t.TempDir(), "t")
+		d, err := disk.Open(path, size, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Offset(1)%4096 != 0 || d.HeaderOffset(1)%4096 != 0 || d.HeaderOffset(1) < d.Offset(1)+int64(size) || d.Offset(2) != d.HeaderOffset(1)+4096 {
+			t.Errorf("block %d: slot 1 at %d, header at %d, slot 2 at %d", size, d.Offset(1), d.HeaderOffset(1), d.Offset(2))
+		}
+		src := bytes.Repeat([]byte{0x5A, 0xC3}, size/2+1)[:size]
+		if err := d.WriteSlot(1, key(1), 4, src); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := os.ReadFile(path)
+		if !bytes.Equal(raw[d.Offset(1):d.Offset(1)+int64(size)], src) || string(raw[d.HeaderOffset(1):d.HeaderOffset(1)+4]) != "LKVS" {
+			t.Errorf("block %d: payload or header not where the layout says", size)
+		}
+		dst := make([]byte, size)
+		if err := d.ReadSlot(1, key(1), 4, dst); err != nil || !bytes.Equal(dst, src) {
+			t.Errorf("block %d: read back: %v", size, err)
+		}
+		_ = d.Close()
 	}
 }

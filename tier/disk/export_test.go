@@ -11,3 +11,6 @@ func ParseHeader(b []byte) error { _, err := parseHeader(b); return err }
 
 // Offset is slot's offset in the file.
 func (t *Tier) Offset(slot int) int64 { return t.offset(slot) }
+
+// HeaderOffset is the offset of slot's header in the file.
+func (t *Tier) HeaderOffset(slot int) int64 { return t.offset(slot) + int64(payloadSpan(t.bs)) }
