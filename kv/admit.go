@@ -83,6 +83,11 @@ func (m *Manager) CanAdmit(tokens []uint32, key Key) (Admission, error) {
 	if !m.cfg.caching || n == 0 {
 		return m.admission(m.blocksFor(n), 0, 0), nil
 	}
+	if m.cfg.window > 0 {
+		maxHit := m.maxHit(n)
+		m.hashPrompt(tokens[:maxHit*m.bs], key)
+		return m.windowAdmission(n, maxHit), nil
+	}
 	var parent Hash
 	maxHit := (n - 1) / m.bs // never the block of the last token
 	for i := range maxHit {
@@ -134,14 +139,30 @@ func (m *Manager) Lookup(tokens []uint32, key Key) (int, error) {
 	return a.CachedTokens, err
 }
 
+// windowAdmission answers, with a sliding window, for a prompt of n
+// tokens whose full blocks' hashes are in m.hashes, with a prefix hit of
+// at most limit blocks: the sequence would hold its blocks from the
+// window of the hit on.
+func (m *Manager) windowAdmission(n, limit int) Admission {
+	hit, skip, listed := m.hit(limit)
+	return m.admissionOf(m.blocksFor(n)-skip, len(m.hits), hit, listed)
+}
+
 // admission answers for a prompt of blocks blocks whose first hits blocks
 // are cached, listedHits of them evictable.
 func (m *Manager) admission(blocks, hits, listedHits int) Admission {
+	return m.admissionOf(blocks, hits, hits, listedHits)
+}
+
+// admissionOf answers for a sequence that would hold blocks blocks, held
+// of them cached ones it reuses (listed of those evictable), after a
+// prefix hit of hit blocks (held and hit differ with a sliding window).
+func (m *Manager) admissionOf(blocks, held, hit, listed int) Admission {
 	a := Admission{
 		Blocks:       blocks,
-		CachedTokens: hits * m.bs,
-		Need:         blocks - hits,
-		Available:    m.available() - listedHits,
+		CachedTokens: hit * m.bs,
+		Need:         blocks - held,
+		Available:    m.available() - listed,
 	}
 	switch {
 	case blocks > len(m.blocks):
@@ -198,6 +219,9 @@ func (m *Manager) Preempt(id SeqID) (Admission, error) {
 	m.releaseSeq(si)
 	m.st.Preemptions++
 	err = m.flushFree()
+	if m.cfg.window > 0 {
+		return m.windowAdmission(n, m.maxHit(n)), err
+	}
 	hits, listedHits, maxHit := 0, 0, 0
 	if n > 0 {
 		maxHit = min(len(m.hashes), (n-1)/m.bs)

@@ -17,7 +17,7 @@ func (m *Manager) check() error {
 	for si := range m.seqs {
 		s := &m.seqs[si]
 		if s.gen&1 == 0 {
-			if len(s.blocks) != 0 || s.tokens != 0 || s.look != 0 || len(s.hashes) != 0 {
+			if len(s.blocks) != 0 || s.tokens != 0 || s.look != 0 || s.skip != 0 || len(s.hashes) != 0 {
 				return fmt.Errorf("released sequence slot %d holds %d blocks", si, len(s.blocks))
 			}
 			continue
@@ -33,7 +33,16 @@ func (m *Manager) check() error {
 		} else if len(s.hashes) != want {
 			return fmt.Errorf("sequence %d: %d hashes for %d full blocks", si, len(s.hashes), want)
 		}
-		for _, h := range s.blocks {
+		if s.skip < 0 || s.skip > m.skipFor(s.tokens) {
+			return fmt.Errorf("sequence %d: %d blocks outside the window of %d tokens, at most %d", si, s.skip, s.tokens, m.skipFor(s.tokens))
+		}
+		for k, h := range s.blocks {
+			if k < s.skip {
+				if !h.IsZero() {
+					return fmt.Errorf("sequence %d: block %d is outside the window but held", si, k)
+				}
+				continue
+			}
 			i := h.Index()
 			if i < 0 || i >= n || !m.blocks[i].held || m.blocks[i].h != h {
 				return fmt.Errorf("sequence %d holds %v, which the manager does not", si, h)

@@ -32,6 +32,16 @@
 // no block is hashed with a rejected token in it. WithPrefixCaching(false)
 // turns the cache off; BlockBytes sizes a block from a model's shape.
 //
+// # Sliding windows and hybrid models
+//
+// WithSlidingWindow makes a Manager's sequences sliding-window sequences:
+// blocks that fall wholly out of the window go back to the pool (or stay
+// cached, if full) at the next Append, and a prefix hit needs only the
+// window's blocks, so a decode step costs the same at any length. Groups
+// manages a hybrid model's KV cache groups (full attention, sliding
+// window, state space), one pool and block table per group, with vLLM's
+// hybrid prefix hit: the longest prefix every group can serve.
+//
 // # Offload tiers
 //
 // WithTiers puts tiers (a *tier.Manager over tier/host, tier/disk or a

@@ -25,6 +25,10 @@ var (
 	// it also matches pool.ErrExhausted. Shorten the request or reject it;
 	// do not retry it.
 	ErrTooLarge = errors.New("kv: request larger than the pool")
+	// ErrOutsideWindow: the token lies in a block that a sliding-window
+	// sequence (WithSlidingWindow) has released because every token after
+	// it attends past it; the sequence no longer holds its KV.
+	ErrOutsideWindow = errors.New("kv: token outside the sliding window")
 )
 
 // ExhaustedError is the error of an all-or-nothing request (Admit, Append,

@@ -26,3 +26,23 @@ func (m *Manager) EvictionOrder() []int {
 	}
 	return out
 }
+
+// Uncache drops the cached block of hash h from the prefix cache if no
+// sequence holds it, as vLLM's tests pop a hash from their cache map; it
+// reports whether it did.
+func (m *Manager) Uncache(h Hash) bool {
+	bi, ok := m.index[h]
+	if !ok || !m.blocks[bi].listed {
+		return false
+	}
+	m.evict(bi)
+	m.release(bi)
+	m.flushRemoved()
+	return m.flushFree() == nil
+}
+
+// Check verifies every group (see Groups.check).
+func (g *Groups) Check() error { return g.check() }
+
+// Manager returns group i's manager (nil for a state group).
+func (g *Groups) Manager(i int) *Manager { return g.gs[i].m }

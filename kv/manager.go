@@ -166,6 +166,7 @@ type seq struct {
 	blocks  []pool.Handle // blocksFor(tokens + look)
 	tokens  int
 	look    int // lookahead slots reserved beyond tokens (Reserve)
+	skip    int // leading blocks released out of the sliding window: zero handles
 	key     Key
 	hashes  []Hash   // chain hashes of the full blocks (with prefix caching)
 	partial []uint32 // tokens of the partial last block
@@ -335,41 +336,122 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 	if err := m.usable(); err != nil {
 		return SeqID{}, 0, err
 	}
-	bs := m.bs
 	n := len(tokens)
-	nblocks := m.blocksFor(n)
-	if nblocks > len(m.blocks) {
+	if nblocks := m.blocksFor(n); m.cfg.window == 0 && nblocks > len(m.blocks) {
 		return SeqID{}, 0, m.exhausted(nblocks, nblocks, m.available())
 	}
-	full := n / bs
-	maxHit := 0
-	if n > 0 {
-		maxHit = (n - 1) / bs
+	m.hashPrompt(tokens, key)
+	return m.admitHashed(tokens, key, m.maxHit(n))
+}
+
+// hashPrompt sets m.hashes to the chain hashes of the full blocks of
+// tokens; without prefix caching to none.
+func (m *Manager) hashPrompt(tokens []uint32, key Key) {
+	m.hashes = m.hashes[:0]
+	if !m.cfg.caching {
+		return
 	}
-	m.hashes, m.hits = m.hashes[:0], m.hits[:0]
-	listedHits := 0
 	var parent Hash
-	for i := range full {
-		if !m.cfg.caching {
-			break
-		}
-		h := m.hasher.Block(parent, tokens[i*bs:(i+1)*bs], key)
-		m.hashes = append(m.hashes, h)
-		parent = h
-		if len(m.hits) == i && i < maxHit {
-			if bi, ok := m.index[h]; ok {
-				m.hits = append(m.hits, bi)
-				if m.blocks[bi].listed {
-					listedHits++
-				}
+	for ; len(tokens) >= m.bs; tokens = tokens[m.bs:] {
+		parent = m.hasher.Block(parent, tokens[:m.bs], key)
+		m.hashes = append(m.hashes, parent)
+	}
+}
+
+// maxHit is how many blocks of a prompt of n tokens a prefix hit may
+// cover: never the block of its last token, which the engine computes
+// again to sample from.
+func (m *Manager) maxHit(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return (n - 1) / m.bs
+}
+
+// skipFor returns how many leading blocks of a sequence are wholly outside
+// the sliding window of its next token once computed tokens are computed
+// (vLLM skips computed - window + 1 tokens); 0 without a window.
+func (m *Manager) skipFor(computed int) int {
+	if m.cfg.window == 0 {
+		return 0
+	}
+	return max(0, computed-m.cfg.window+1) / m.bs
+}
+
+// hit finds the longest prefix hit of at most limit blocks among the
+// chain hashes in m.hashes: with full attention every block of the prefix
+// cached; with a sliding window the last run of window blocks before the
+// hit point, found right to left as vLLM's sliding-window manager finds
+// it (a run from the first block counts even when shorter). It sets
+// m.hits to the cached blocks a sequence admitted at the hit holds and
+// returns the hit in blocks, the leading blocks outside the window (not
+// held) and how many of m.hits are in the eviction order. It changes
+// nothing else.
+func (m *Manager) hit(limit int) (hit, skip, listed int) {
+	m.hits = m.hits[:0]
+	limit = min(limit, len(m.hashes))
+	if !m.cfg.caching || limit <= 0 {
+		return 0, 0, 0
+	}
+	if m.cfg.window == 0 {
+		for _, h := range m.hashes[:limit] {
+			bi, ok := m.index[h]
+			if !ok {
+				break
+			}
+			m.hits = append(m.hits, bi)
+			if m.blocks[bi].listed {
+				listed++
 			}
 		}
+		return len(m.hits), 0, listed
 	}
-	hits := len(m.hits)
-	need := nblocks - hits
+	need := max(1, m.windowBlocks())
+	run := 0
+	hit = -1
+	for i := limit - 1; i >= 0; i-- {
+		if _, ok := m.index[m.hashes[i]]; !ok {
+			run = 0
+			continue
+		}
+		if run++; run >= need {
+			hit = i + run
+			break
+		}
+	}
+	if hit < 0 {
+		hit = run // the run from the first block, shorter than the window
+	}
+	skip = m.skipFor(hit * m.bs)
+	for _, h := range m.hashes[skip:hit] {
+		bi := m.index[h]
+		m.hits = append(m.hits, bi)
+		if m.blocks[bi].listed {
+			listed++
+		}
+	}
+	return hit, skip, listed
+}
+
+// windowBlocks is how many blocks before a hit point hold the tokens its
+// next token attends to: ceil((window-1)/TokensPerBlock).
+func (m *Manager) windowBlocks() int { return (m.cfg.window - 1 + m.bs - 1) / m.bs }
+
+// admitHashed is Admit for a prompt whose full blocks' hashes are in
+// m.hashes, reusing a prefix hit of at most limit blocks.
+func (m *Manager) admitHashed(tokens []uint32, key Key, limit int) (SeqID, int, error) {
+	bs := m.bs
+	n := len(tokens)
+	full := n / bs
+	hit, skip, listedHits := m.hit(limit)
+	held := m.blocksFor(n) - skip
+	if held > len(m.blocks) {
+		return SeqID{}, 0, m.exhausted(held, held, m.available())
+	}
+	need := held - len(m.hits)
 	m.decay()
 	if avail := m.available() - listedHits; need > avail {
-		return SeqID{}, 0, m.exhausted(nblocks, need, avail)
+		return SeqID{}, 0, m.exhausted(held, need, avail)
 	}
 	fresh, fromPool, err := m.allocate(need)
 	if err != nil {
@@ -378,6 +460,10 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 	id, si := m.newSeq()
 	s := &m.seqs[si]
 	s.key = key
+	s.skip = skip
+	for range skip {
+		s.blocks = append(s.blocks, pool.Handle{}) // outside the window
+	}
 	for _, bi := range m.hits {
 		m.acquire(bi)
 		s.blocks = append(s.blocks, m.blocks[bi].h)
@@ -389,14 +475,14 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 		s.blocks = append(s.blocks, h)
 	}
 	s.tokens = n
-	s.hot, s.valid = hits, hits
+	s.hot, s.valid = hit, hit
 	if m.cfg.caching {
 		s.hashes = append(s.hashes, m.hashes[:full]...)
 	}
-	if m.cfg.caching && (len(m.tiers) == 0 || !m.admitTiers(id, si, tokens, hits, maxHit, full)) {
+	if m.cfg.caching && (len(m.tiers) == 0 || !m.admitTiers(id, si, tokens, hit, limit, full)) {
 		s = &m.seqs[si]
 		if s.loaded == 0 {
-			for i := hits; i < full; i++ {
+			for i := hit; i < full; i++ {
 				m.indexBlock(s, i, tokens[i*bs:(i+1)*bs])
 			}
 			m.flushStored(s.key)
@@ -408,9 +494,9 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 		return id, 0, nil
 	}
 	m.st.QueryTokens += uint64(n)
-	m.st.HitTokens += uint64(hits * bs)
+	m.st.HitTokens += uint64(hit * bs)
 	m.st.QueryBlocks += uint64(full)
-	m.st.HitBlocks += uint64(hits)
+	m.st.HitBlocks += uint64(hit)
 	return id, s.valid * bs, nil
 }
 
@@ -451,24 +537,19 @@ func (m *Manager) extend(si uint32, tokens []uint32, look int) error {
 	if len(tokens) > maxInt-s.tokens || look > maxInt-s.tokens-len(tokens) {
 		return fmt.Errorf("kv: %w: append %d tokens and %d slots to %d", pool.ErrInvalidArgument, len(tokens), look, s.tokens)
 	}
+	if err := m.slide(s); err != nil {
+		return err
+	}
 	n := s.tokens + len(tokens)
-	nblocks := m.blocksFor(n + look)
-	if nblocks > len(m.blocks) {
-		return m.exhausted(nblocks, nblocks-len(s.blocks), m.available())
+	p := m.planExtend(s, len(tokens), look)
+	nblocks, excess, cow, need := p.blocks, p.excess, p.cow, p.need
+	if nblocks-s.skip > len(m.blocks) {
+		return m.exhausted(nblocks-s.skip, nblocks-len(s.blocks), m.available())
 	}
-	grow := max(0, nblocks-len(s.blocks))
-	excess := max(0, len(s.blocks)-nblocks)
-	// The block the next token goes to is written if anything is: copy it
-	// first if another sequence shares it.
 	c := s.tokens / bs
-	cow := s.tokens%bs != 0 && (len(tokens) > 0 || look > 0) && m.blocks[s.blocks[c].Index()].ref > 1
-	need := grow
-	if cow {
-		need++
-	}
 	m.decay()
 	if avail := m.available(); need > avail+excess {
-		return m.exhausted(nblocks, need, avail+excess)
+		return m.exhausted(nblocks-s.skip, need, avail+excess)
 	}
 	before := len(s.blocks) - m.blocksFor(s.tokens)
 	if rolled := s.look - len(tokens) - look; rolled > 0 {
@@ -523,6 +604,80 @@ func (m *Manager) extend(si uint32, tokens []uint32, look int) error {
 	m.reserved += nblocks - m.blocksFor(n) - before
 	s.tokens, s.look = n, look
 	m.flushStored(s.key)
+	return nil
+}
+
+// extendPlan is what appending tokens and keeping lookahead slots takes of
+// a sequence: the blocks it will span, those to allocate (grow) or give
+// back (excess), and whether the block the next token goes to is copied
+// first (cow); need is grow plus the copy.
+type extendPlan struct {
+	blocks, grow, excess, need int
+	cow                        bool
+}
+
+func (m *Manager) planExtend(s *seq, ntok, look int) extendPlan {
+	nblocks := m.blocksFor(s.tokens + ntok + look)
+	p := extendPlan{
+		blocks: nblocks,
+		grow:   max(0, nblocks-len(s.blocks)),
+		excess: max(0, len(s.blocks)-nblocks),
+	}
+	// The block the next token goes to is written if anything is: copy it
+	// first if another sequence shares it.
+	c := s.tokens / m.bs
+	p.cow = s.tokens%m.bs != 0 && (ntok > 0 || look > 0) && m.blocks[s.blocks[c].Index()].ref > 1
+	p.need = p.grow
+	if p.cow {
+		p.need++
+	}
+	return p
+}
+
+// slide releases, last first, the blocks of sequence s that lie wholly
+// before the sliding window of its next token (WithSlidingWindow), leaving
+// zero handles in their place.
+func (m *Manager) slide(s *seq) error {
+	k := m.skipFor(s.tokens)
+	if k <= s.skip {
+		return nil
+	}
+	for i := k - 1; i >= s.skip; i-- {
+		m.drop(int32(s.blocks[i].Index()))
+		s.blocks[i] = pool.Handle{}
+	}
+	s.skip = k
+	return m.flushFree()
+}
+
+// canExtend says, changing nothing but Stats.Exhausted, whether extend of
+// sequence si by ntok tokens and look slots would succeed: nil, or the
+// error extend would return. The blocks slide would release count as
+// available when nothing else holds them.
+func (m *Manager) canExtend(si uint32, ntok, look int) error {
+	s := &m.seqs[si]
+	if s.loads > 0 {
+		return ErrNotReady
+	}
+	if ntok > maxInt-s.tokens || look > maxInt-s.tokens-ntok {
+		return fmt.Errorf("kv: %w: append %d tokens and %d slots to %d", pool.ErrInvalidArgument, ntok, look, s.tokens)
+	}
+	skip, freed := s.skip, 0
+	if k := m.skipFor(s.tokens); k > skip {
+		for _, h := range s.blocks[skip:k] {
+			if b := &m.blocks[h.Index()]; b.ref == 1 && b.pins == 0 && b.copies == 0 {
+				freed++
+			}
+		}
+		skip = k
+	}
+	p := m.planExtend(s, ntok, look)
+	if p.blocks-skip > len(m.blocks) {
+		return m.exhausted(p.blocks-skip, p.blocks-len(s.blocks), m.available()+freed)
+	}
+	if avail := m.available() + freed + p.excess; p.need > avail {
+		return m.exhausted(p.blocks-skip, p.need, avail)
+	}
 	return nil
 }
 
@@ -770,10 +925,10 @@ func (m *Manager) Fork(id SeqID) (SeqID, error) {
 	nid, ni := m.newSeq() // may move m.seqs: index, don't keep pointers
 	s, ns := &m.seqs[si], &m.seqs[ni]
 	ns.blocks = append(ns.blocks, s.blocks[:m.blocksFor(s.tokens)]...)
-	for _, h := range ns.blocks {
+	for _, h := range ns.blocks[s.skip:] {
 		m.blocks[h.Index()].ref++
 	}
-	ns.tokens, ns.key = s.tokens, s.key
+	ns.tokens, ns.skip, ns.key = s.tokens, s.skip, s.key
 	ns.hot, ns.loaded, ns.valid = s.hot, s.loaded, s.valid
 	ns.tierOf = append(ns.tierOf, s.tierOf...)
 	ns.hashes = append(ns.hashes, s.hashes...)
@@ -802,7 +957,7 @@ func (m *Manager) Release(id SeqID) error {
 
 func (m *Manager) releaseSeq(si uint32) {
 	s := &m.seqs[si]
-	for k := len(s.blocks) - 1; k >= 0; k-- {
+	for k := len(s.blocks) - 1; k >= s.skip; k-- {
 		m.drop(int32(s.blocks[k].Index()))
 	}
 	m.reserved -= len(s.blocks) - m.blocksFor(s.tokens)
@@ -810,7 +965,7 @@ func (m *Manager) releaseSeq(si uint32) {
 	s.blocks = s.blocks[:0]
 	s.hashes = s.hashes[:0]
 	s.partial = s.partial[:0]
-	s.tokens, s.look, s.key = 0, 0, Key{}
+	s.tokens, s.look, s.skip, s.key = 0, 0, 0, Key{}
 	s.hot, s.loaded, s.valid, s.loads = 0, 0, 0, 0
 	s.tierOf, s.deferred = s.tierOf[:0], s.deferred[:0]
 	s.gen++
@@ -828,7 +983,8 @@ func (m *Manager) Tokens(id SeqID) (int, error) {
 }
 
 // Blocks returns a live sequence's block table: its blocks in token order,
-// then those that only hold its lookahead slots (Reserve).
+// then those that only hold its lookahead slots (Reserve). With a sliding
+// window the blocks released out of the window are zero handles.
 // The slice is the manager's: read it before the next call that changes the
 // sequence, and do not change it.
 func (m *Manager) Blocks(id SeqID) ([]pool.Handle, error) {
@@ -841,7 +997,8 @@ func (m *Manager) Blocks(id SeqID) ([]pool.Handle, error) {
 
 // Block returns the block that holds token i of a live sequence, 0 <= i <
 // Tokens plus its lookahead slots (Reserve); the pool's Bytes gives its
-// memory. A token outside the sequence fails with pool.ErrInvalidArgument.
+// memory. A token outside the sequence fails with pool.ErrInvalidArgument,
+// and one whose block left the sliding window with ErrOutsideWindow.
 func (m *Manager) Block(id SeqID, i int) (pool.Handle, error) {
 	si, err := m.lookup(id)
 	if err != nil {
@@ -850,6 +1007,9 @@ func (m *Manager) Block(id SeqID, i int) (pool.Handle, error) {
 	s := &m.seqs[si]
 	if i < 0 || i >= s.tokens+s.look {
 		return pool.Handle{}, fmt.Errorf("kv: %w: token %d of %d", pool.ErrInvalidArgument, i, s.tokens+s.look)
+	}
+	if i/m.bs < s.skip {
+		return pool.Handle{}, fmt.Errorf("%w: token %d, the window starts at block %d", ErrOutsideWindow, i, s.skip)
 	}
 	return s.blocks[i/m.bs], nil
 }
@@ -878,7 +1038,7 @@ func (m *Manager) SetPriority(id SeqID, from, to int, p Priority, d time.Duratio
 	if d > 0 {
 		at = expiry(m.cfg.clock(), d)
 	}
-	for k := from / m.bs; k <= (to-1)/m.bs; k++ {
+	for k := max(from/m.bs, s.skip); k <= (to-1)/m.bs; k++ {
 		i := int32(s.blocks[k].Index())
 		m.setPriority(i, p)
 		if d > 0 {
@@ -975,8 +1135,9 @@ func (m *Manager) cachedPrefix(tokens []uint32, key Key) {
 
 // Reset drops every cached block that nobody holds (no sequence, no pin)
 // and returns how many it dropped; blocks in use stay cached. The
-// subscriber gets AllBlocksCleared when the cache is empty afterwards, else
-// BlockRemoved with the dropped hashes.
+// subscriber gets AllBlocksCleared when the cache is empty afterwards and
+// no tier keeps a block either (a router clears every medium of the engine
+// on it), else BlockRemoved with the dropped hashes.
 func (m *Manager) Reset() (int, error) {
 	if err := m.usable(); err != nil {
 		return 0, err
@@ -996,7 +1157,7 @@ func (m *Manager) Reset() (int, error) {
 		m.release(i)
 	}
 	m.st.Cleared += uint64(n)
-	if len(m.index) == 0 && m.cfg.subscriber != nil && m.cfg.caching {
+	if m.resetClearsAll() {
 		m.removed = m.removed[:0]
 		m.emit(AllBlocksCleared, nil)
 	}

@@ -62,6 +62,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	tokensPerBlock int
+	window         int // sliding window in tokens; 0: full attention
 	caching        bool
 	algo           HashAlgo
 	seed           string
@@ -72,6 +73,7 @@ type config struct {
 	clock          func() time.Time
 	tiers          []Tier
 	demotion       Demotion
+	promotion      Promotion
 	cost           LoadCost
 	policy         LoadPolicy
 }
@@ -100,6 +102,38 @@ func defaults() config {
 // WithTokensPerBlock sets how many tokens a block holds (default
 // DefaultTokensPerBlock), 1 to MaxTokensPerBlock.
 func WithTokensPerBlock(n int) Option { return optionFunc(func(c *config) { c.tokensPerBlock = n }) }
+
+// WithSlidingWindow makes the manager's sequences sliding-window
+// attention sequences of window tokens: a token attends to itself and the
+// window-1 tokens before it, so a block whose tokens all lie before the
+// window of the next token to compute is of no more use to its sequence.
+// At each Append, Reserve or Accept, before allocating, the manager
+// releases those blocks, last first, as vLLM's sliding-window manager
+// does: a full block stays in the prefix cache, evictable, and the rest go
+// back to the pool (even when the call is then refused for lack of
+// blocks: the sequence has no more use for them). The sequence's block table keeps a zero pool.Handle in
+// their place (vLLM's null block), so that block k still holds tokens
+// k*TokensPerBlock onwards; Block fails with ErrOutsideWindow for their
+// tokens. A sequence then holds about window/TokensPerBlock + 1 blocks
+// however long it grows, plus the blocks of what one call appends.
+//
+// A prefix hit needs only the window: Admit, CanAdmit and Lookup search
+// the prompt's full blocks right to left for the last run of
+// ceil((window-1)/TokensPerBlock) cached blocks (at least one) that ends
+// before the block of the last token, and the hit ends with that run; the
+// blocks before it are not held (zero handles). Pin, Unpin and Reset work
+// on whole prefixes as without a window.
+//
+// Use it for a model whose every attention layer slides (Mistral-7B v0.1),
+// and, through NewGroups, for the sliding-window layers of a hybrid model.
+// Do not use it for a model that mixes sliding and full attention in one
+// pool: the full-attention layers need every block. A window of 0 (the
+// default) is full attention; a negative one fails with
+// pool.ErrInvalidConfig, and so does a window together with WithTiers (the
+// tiers do not support windows yet).
+func WithSlidingWindow(window int) Option {
+	return optionFunc(func(c *config) { c.window = window })
+}
 
 // WithPrefixCaching turns the prefix cache on (the default) or off, as
 // vLLM's enable_prefix_caching does. Off, the manager hashes no block,
@@ -165,6 +199,10 @@ func (c *config) validate() error {
 	switch {
 	case c.tokensPerBlock <= 0 || c.tokensPerBlock > MaxTokensPerBlock:
 		return fmt.Errorf("kv: %w: %d tokens per block", pool.ErrInvalidConfig, c.tokensPerBlock)
+	case c.window < 0:
+		return fmt.Errorf("kv: %w: sliding window of %d tokens", pool.ErrInvalidConfig, c.window)
+	case c.window > 0 && len(c.tiers) > 0:
+		return fmt.Errorf("kv: %w: a sliding window with tiers", pool.ErrInvalidConfig)
 	case c.algo.size() == 0:
 		return fmt.Errorf("kv: %w: hash algorithm %v", pool.ErrInvalidConfig, c.algo)
 	case c.freed != ReuseFreedFirst && c.freed != QueueFreedBehindCached:

@@ -244,3 +244,73 @@ func TestTierEventsWithoutSubscriber(t *testing.T) {
 	require.Len(t, evs, 1)
 	require.Len(t, evs[0].Keys, 2)
 }
+
+// TestTierEventsResetKeepsTiers: a Reset that empties the hot pool while
+// a tier keeps the blocks announces their removal from the hot pool's
+// medium only (BlockRemoved), never AllBlocksCleared, which a router takes
+// as every medium of the engine emptied; once no tier keeps anything, a
+// Reset that empties the pool announces AllBlocksCleared again.
+func TestTierEventsResetKeepsTiers(t *testing.T) {
+	rec := &recorder{}
+	h, _ := hostTier(t, 32)
+	m, p := tiered(t, 16, []kv.Tier{h}, kv.WithSubscriber(rec.subscribe))
+	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	a := prompt(0, 4)
+	id, _, err := m.Admit(a, kv.Key{})
+	require.NoError(t, err)
+	e.run(id, a, kv.Key{})
+	require.NoError(t, m.Release(id))
+	settle(t, m)
+	rec.take()
+
+	n, err := m.Reset()
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	require.Equal(t, []kv.Event{{Kind: kv.BlockRemoved, Hashes: e.chain(a, kv.Key{}), BlockSize: 16}}, rec.take(),
+		"the host tier keeps the blocks: a removal from the hot pool, not AllBlocksCleared")
+	require.Equal(t, 4, h.Stats().Evictable)
+
+	// The tier emptied, a Reset that empties the pool clears every medium.
+	id, _, err = m.Admit(a, kv.Key{})
+	require.NoError(t, err)
+	settle(t, m)
+	e.run(id, a, kv.Key{})
+	require.NoError(t, m.Release(id))
+	settle(t, m)
+	require.NoError(t, h.Reset())
+	settle(t, m)
+	rec.take()
+	_, err = m.Reset()
+	require.NoError(t, err)
+	require.Equal(t, []kv.EventKind{kv.AllBlocksCleared}, kinds(rec.take()))
+}
+
+// TestTierEventsResetClosedTier: a closed tier keeps nothing the manager
+// serves, so it does not hold back AllBlocksCleared.
+func TestTierEventsResetClosedTier(t *testing.T) {
+	rec := &recorder{}
+	h, _ := hostTier(t, 32)
+	m, p := tiered(t, 16, []kv.Tier{h}, kv.WithSubscriber(rec.subscribe))
+	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	a := prompt(0, 2)
+	id, _, err := m.Admit(a, kv.Key{})
+	require.NoError(t, err)
+	e.run(id, a, kv.Key{})
+	require.NoError(t, m.Release(id))
+	settle(t, m)
+	require.NoError(t, h.Close())
+	_, err = m.Drain() // kv abandons the closed tier
+	require.NoError(t, err)
+	rec.take()
+	_, err = m.Reset()
+	require.NoError(t, err)
+	require.Equal(t, []kv.EventKind{kv.AllBlocksCleared}, kinds(rec.take()))
+}
+
+func kinds(evs []kv.Event) []kv.EventKind {
+	var out []kv.EventKind
+	for _, ev := range evs {
+		out = append(out, ev.Kind)
+	}
+	return out
+}

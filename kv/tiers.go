@@ -94,7 +94,9 @@ func (d Demotion) String() string {
 type SourceKind uint8
 
 const (
-	// FromHot: a prefix-cache hit in the pool; nothing to do.
+	// FromHot: a prefix-cache hit in the pool; nothing to do. A block
+	// released out of a sliding window (a zero handle in Blocks) is
+	// FromHot too: the engine neither loads nor computes it.
 	FromHot SourceKind = iota + 1
 	// FromTier: loaded from Source.Tier into a fresh block. Not readable
 	// until the sequence is Ready.
@@ -207,6 +209,54 @@ func WithTiers(tiers ...Tier) Option {
 	return optionFunc(func(c *config) { c.tiers = append([]Tier(nil), tiers...) })
 }
 
+// Promotion says how a Manager with two tiers or more brings a block that
+// only a colder tier holds (a disk hit, the host tier missing it) into the
+// hot pool.
+type Promotion uint8
+
+const (
+	// PromoteDirect, the default, loads the block from the colder tier
+	// straight into its hot pool block: the sequence is Ready after one
+	// copy. Write-through (the default Demotion) then stores it into the
+	// hotter tiers at the next Drain, as it stores every block that
+	// enters the prefix cache, so the host tier holds it soon after
+	// either way. Chosen by measurement (locus-eval tiers, the chat
+	// workload): the same bytes move as with PromoteStaged, and a disk
+	// hit is ready one host copy sooner.
+	PromoteDirect Promotion = iota + 1
+	// PromoteStaged stages the block through the hotter tiers, as vLLM's
+	// secondary tiers do: once its load completes, the hot pool block it
+	// landed in is stored into every hotter tier that lacks it (the host
+	// tier), and the sequence becomes Ready only when those stores are
+	// done. The hot block is the staging buffer, so no copy is made
+	// beyond the two a literal disk→host→hot path makes. A hotter tier
+	// that refuses the store (full of pinned or pending blocks) or fails
+	// it does not fail the load: the sequence is Ready with the block
+	// anyway, and the refusal counts in that tier's StoreFailures. Use it
+	// when the host tier must hold a disk hit before the engine reads it
+	// (a second engine process sharing the host tier, a disk about to be
+	// reset); not when time to first token matters more.
+	PromoteStaged
+)
+
+// String returns "direct" or "staged".
+func (p Promotion) String() string {
+	switch p {
+	case PromoteDirect:
+		return "direct"
+	case PromoteStaged:
+		return "staged"
+	}
+	return fmt.Sprintf("Promotion(%d)", uint8(p))
+}
+
+// WithPromotion sets how blocks that only a colder tier holds are brought
+// into the hot pool (default PromoteDirect). It matters only with two
+// tiers or more.
+func WithPromotion(p Promotion) Option {
+	return optionFunc(func(c *config) { c.promotion = p })
+}
+
 // WithDemotion sets when cached blocks are stored into the tiers (default
 // WriteThrough).
 func WithDemotion(d Demotion) Option { return optionFunc(func(c *config) { c.demotion = d }) }
@@ -240,6 +290,10 @@ type TierStats struct {
 	// calls the tier refused (no room, busy, closed) and store copies that
 	// failed.
 	StoredBlocks, StoreFailures uint64
+	// PromotedBlocks counts, within StoredBlocks, the blocks staged into
+	// the tier on their way from a colder one to the hot pool
+	// (PromoteStaged).
+	PromotedBlocks uint64
 	// Bandwidth is the load bandwidth the policy uses, bytes per second
 	// (configured, else measured; 0 unknown).
 	Bandwidth float64
@@ -261,6 +315,16 @@ type tierState struct {
 	closed bool // its Drain said closed: abandoned
 	bw     float64
 	st     TierStats
+	// staged are the blocks staged into the tier (PromoteStaged) whose
+	// sequence still waits for other copies: announced (BlockStored) at
+	// its finalize, once they are indexed.
+	staged []stagedRun
+}
+
+// stagedRun is the blocks of one staging store into a tier.
+type stagedRun struct {
+	seq    SeqID
+	blocks []int32
 }
 
 // demotion is a block held for a store, issued at the first Drain whose
@@ -278,6 +342,7 @@ type xfer struct {
 	pos    []int32 // loads: each block's index in the sequence
 	tier   int
 	load   bool
+	stage  bool // a store of loaded blocks into a hotter tier that seq waits for (PromoteStaged)
 	live   bool
 }
 
@@ -293,6 +358,9 @@ func (c *config) validateTiers(p BlockPool) (blockBytes int, err error) {
 	}
 	if c.demotion != WriteThrough && c.demotion != WriteBack {
 		return bad("%v", c.demotion)
+	}
+	if p := c.promotion; p != 0 && p != PromoteDirect && p != PromoteStaged {
+		return bad("%v", p)
 	}
 	if c.policy == nil {
 		return bad("nil load policy")
@@ -504,6 +572,7 @@ func (m *Manager) finalize(si uint32) {
 		m.indexBlock(s, i, s.deferred[j:j+bs])
 	}
 	m.flushStored(s.key)
+	m.announceStaged(SeqID{gen: s.gen, idx: si, mgr: m.id})
 	n := copy(s.deferred, s.deferred[(s.valid-s.hot)*bs:])
 	s.deferred = s.deferred[:n]
 }
@@ -724,6 +793,9 @@ func (m *Manager) finish(xi int32, d tier.Done) {
 				} else {
 					s.valid = min(s.valid, int(x.pos[0]))
 				}
+			} else if x.tier > 0 && m.cfg.promotion == PromoteStaged {
+				m.stage(xi, si)
+				x = &m.xfers[xi] // stage may grow m.xfers
 			}
 			s.loads--
 			if s.loads == 0 {
@@ -733,6 +805,27 @@ func (m *Manager) finish(xi int32, d tier.Done) {
 		// Else the sequence is gone (released or preempted while its
 		// loads ran): its blocks are unhashed and go back to the pool
 		// with their last hold, counted neither loaded nor failed.
+	} else if x.stage {
+		si, err := m.lookup(x.seq)
+		if ok {
+			ts.st.StoredBlocks += uint64(len(x.blocks))
+			ts.st.PromotedBlocks += uint64(len(x.blocks))
+			if err == nil && m.tev.on {
+				ts.staged = append(ts.staged, stagedRun{seq: x.seq, blocks: append([]int32(nil), x.blocks...)})
+			}
+		} else {
+			ts.st.StoreFailures++
+		}
+		if err == nil {
+			// Ready with the block whether or not the hotter tier took
+			// it: the load itself succeeded.
+			if s := &m.seqs[si]; s.loads > 0 {
+				s.loads--
+				if s.loads == 0 {
+					m.finalize(si)
+				}
+			}
+		}
 	} else if ok {
 		ts.st.StoredBlocks += uint64(len(x.blocks))
 		m.emitTierStored(x.tier, x.blocks)
@@ -745,6 +838,75 @@ func (m *Manager) finish(xi int32, d tier.Done) {
 	x.live = false
 	x.blocks, x.pos = x.blocks[:0], x.pos[:0]
 	m.freeX = append(m.freeX, xi)
+}
+
+// stage stores the blocks of load job xi, which completed, into every open
+// tier hotter than the one they came from (PromoteStaged), as jobs that
+// sequence si waits for. Only the blocks the sequence will serve (below
+// its valid prefix) are staged. A tier that refuses is skipped: the
+// sequence does not wait for it.
+func (m *Manager) stage(xi int32, si uint32) {
+	s := &m.seqs[si]
+	from := m.xfers[xi].tier
+	seq := m.xfers[xi].seq
+	m.batch, m.tkeys, m.srcs = m.batch[:0], m.tkeys[:0], m.srcs[:0]
+	for k, bi := range m.xfers[xi].blocks {
+		p := int(m.xfers[xi].pos[k])
+		if p >= s.valid {
+			continue
+		}
+		src, err := m.p.Bytes(m.blocks[bi].h)
+		if err != nil {
+			continue
+		}
+		m.batch = append(m.batch, bi)
+		m.tkeys = append(m.tkeys, keyOf(s.hashes[p]))
+		m.srcs = append(m.srcs, src)
+	}
+	for t := range from {
+		ts := &m.tiers[t]
+		if ts.closed || len(m.tkeys) == 0 {
+			continue
+		}
+		plan, err := ts.t.Store(m.tkeys, m.srcs)
+		m.takeTierEvents(t) // what the store evicted
+		if err != nil {
+			ts.st.StoreFailures++
+			continue
+		}
+		if plan.Job.IsZero() {
+			continue // the tier holds them all already, or admits none
+		}
+		x := m.newXfer(t, false, plan.Job)
+		x.stage, x.seq = true, seq
+		for _, p := range plan.Positions {
+			if p >= 0 && p < len(m.batch) {
+				m.hold(m.batch[p])
+				x.blocks = append(x.blocks, m.batch[p])
+			}
+		}
+		m.seqs[si].loads++
+	}
+	clear(m.srcs)
+	m.srcs = m.srcs[:0]
+}
+
+// announceStaged emits the BlockStored events of the blocks staged into
+// tiers for sequence id, now indexed, and forgets them.
+func (m *Manager) announceStaged(id SeqID) {
+	for t := range m.tiers {
+		ts := &m.tiers[t]
+		keep := ts.staged[:0]
+		for _, r := range ts.staged {
+			if r.seq == id {
+				m.emitTierStored(t, r.blocks)
+				continue
+			}
+			keep = append(keep, r)
+		}
+		clear(ts.staged[len(keep):])
+		ts.staged = keep
+	}
 }
 
 // Ready reports whether a live sequence's blocks loaded from tiers are all
@@ -823,7 +985,7 @@ func (m *Manager) checkTiers() error {
 				loading[bi] = true
 			}
 		}
-		if x.load {
+		if x.load || x.stage {
 			loads[x.seq]++
 		}
 	}
@@ -876,4 +1038,40 @@ func (m *Manager) checkTiers() error {
 		}
 	}
 	return nil
+}
+
+// tierUsage is what a tier tells of its occupancy; every *tier.Manager
+// has it (Stats).
+type tierUsage interface{ Stats() tier.Stats }
+
+// tiersHoldBlocks reports whether a tier that the manager still uses may
+// hold a block: stored, being stored or being loaded. A tier that does not
+// say (not a tierUsage) is taken to hold some; a closed one holds nothing
+// the manager can load.
+func (m *Manager) tiersHoldBlocks() bool {
+	for t := range m.tiers {
+		ts := &m.tiers[t]
+		if ts.closed {
+			continue
+		}
+		u, ok := ts.t.(tierUsage)
+		if !ok {
+			return true
+		}
+		if st := u.Stats(); st.Capacity > st.Free {
+			return true
+		}
+	}
+	return false
+}
+
+// resetClearsAll reports whether a Reset that left the pool's index as it
+// is now may announce AllBlocksCleared: with a subscriber and prefix
+// caching, when the pool caches nothing and no tier keeps a block. A
+// router (llm-d's, vLLM's) takes AllBlocksCleared as every medium of the
+// engine emptied, so while a tier keeps blocks after Reset the dropped
+// hashes are announced as BlockRemoved of the hot pool's medium instead,
+// and the tiers' entries stay indexed.
+func (m *Manager) resetClearsAll() bool {
+	return m.cfg.subscriber != nil && m.cfg.caching && len(m.index) == 0 && !m.tiersHoldBlocks()
 }

@@ -872,3 +872,180 @@ func (r *rand) next(n int) int {
 	r.s ^= r.s << 17
 	return int(r.s % uint64(n))
 }
+
+// faultyDisk returns a disk tier of n blocks wrapped in a faulty storage.
+func faultyDisk(t testing.TB, n int) (*tier.Manager, *faulty) {
+	t.Helper()
+	st, err := disk.Open(filepath.Join(t.TempDir(), "tier"), tierBlock, n)
+	require.NoError(t, err)
+	f := &faulty{Storage: st}
+	m, err := tier.New(f, tier.WithWorkers(2))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, m.Check())
+		_ = m.Close()
+	})
+	return m, f
+}
+
+// stagedSetup stores a and b through a host tier of 4 blocks (which keeps
+// b's) and a disk tier, then empties the hot pool: a is on disk only.
+func stagedSetup(t *testing.T, opts ...kv.Option) (m *kv.Manager, e *engine, h *tier.Manager, hf *faulty, d *tier.Manager, df *faulty, a []uint32) {
+	h, hf = hostTier(t, 4)
+	d, df = faultyDisk(t, 64)
+	m, p := tiered(t, 16, []kv.Tier{h, d}, append([]kv.Option{kv.WithPromotion(kv.PromoteStaged)}, opts...)...)
+	e = &engine{t: t, m: m, p: p, h: m.Hasher()}
+	a = prompt(0, 4)
+	for _, tokens := range [][]uint32{a, prompt(1000, 4)} {
+		id, _, err := m.Admit(tokens, kv.Key{})
+		require.NoError(t, err)
+		e.run(id, tokens, kv.Key{})
+		require.NoError(t, m.Release(id))
+		settle(t, m)
+	}
+	_, err := m.Reset()
+	require.NoError(t, err)
+	require.Equal(t, []tier.Result{tier.Miss, tier.Miss, tier.Miss, tier.Miss}, h.Peek(keys(e, a), nil))
+	return m, e, h, hf, d, df, a
+}
+
+// lockGate holds f's copies until the returned unlock, or the end of the
+// test (a failed test must not leave copies waiting: Close waits for them).
+func lockGate(t *testing.T, f *faulty) (unlock func()) {
+	f.gate.Lock()
+	var once sync.Once
+	unlock = func() { once.Do(f.gate.Unlock) }
+	t.Cleanup(unlock)
+	return unlock
+}
+
+// waitUntil drains m until cond holds.
+func waitUntil(t *testing.T, m *kv.Manager, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		_, err := m.Drain()
+		require.NoError(t, err)
+		require.True(t, time.Now().Before(deadline), "waiting for %s", what)
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestTierStagedPromotion: with PromoteStaged, a disk hit is stored into
+// the host tier before the sequence is Ready: while the host's copy is
+// held at its gate, the disk load is done and the sequence still waits;
+// once it lands, the host tier holds the blocks, the sequence serves the
+// same KV, and the write-through that follows copies nothing twice.
+func TestTierStagedPromotion(t *testing.T) {
+	m, e, h, hf, d, _, a := stagedSetup(t)
+	stored := identity(t, m).Tiers[0].StoredBlocks
+	require.Equal(t, uint64(8), stored)
+
+	unlock := lockGate(t, hf)
+	id, cached, err := m.Admit(a, kv.Key{})
+	require.NoError(t, err)
+	require.Equal(t, 64, cached)
+	require.Equal(t, "1111C", sources(t, m, id))
+	waitUntil(t, m, "the disk load", func() bool { return d.Stats().Loads == 4 })
+	_, err = m.Drain()
+	require.NoError(t, err)
+	_, ready, err := m.Ready(id)
+	require.NoError(t, err)
+	require.False(t, ready, "ready before the host tier holds the disk hit")
+	require.Equal(t, 4, h.Stats().StorePending, "the staging store into the host tier is under way")
+	require.ErrorIs(t, m.Append(id, []uint32{1}), kv.ErrNotReady)
+	identity(t, m)
+	unlock()
+
+	waitUntil(t, m, "ready", func() bool { _, ok, _ := m.Ready(id); return ok })
+	require.Equal(t, []tier.Result{tier.Hit, tier.Hit, tier.Hit, tier.Hit}, h.Peek(keys(e, a), nil), "staged into the host tier")
+	require.Equal(t, 64, e.run(id, a, kv.Key{}))
+	require.Equal(t, "1111C", sources(t, m, id))
+	settle(t, m) // write-through of the blocks: both tiers hold them
+	st := identity(t, m)
+	require.Equal(t, uint64(4), st.Tiers[1].LoadedBlocks)
+	require.Equal(t, uint64(4), st.Tiers[1].HitBlocks)
+	require.Equal(t, stored+4, st.Tiers[0].StoredBlocks, "each block stored into the host tier once")
+	require.Equal(t, uint64(4), st.Tiers[0].PromotedBlocks)
+	require.Equal(t, uint64(0), st.Tiers[0].StoreFailures)
+	require.Equal(t, uint64(8), st.Tiers[1].StoredBlocks, "nothing stored into the disk tier again")
+	require.NoError(t, m.Release(id))
+
+	// The next admission of a hits the host tier.
+	_, err = m.Reset()
+	require.NoError(t, err)
+	id, _, err = m.Admit(a, kv.Key{})
+	require.NoError(t, err)
+	require.Equal(t, "0000C", sources(t, m, id))
+	settle(t, m)
+	e.run(id, a, kv.Key{})
+	require.NoError(t, m.Release(id))
+}
+
+// TestTierStagedPromotionFaults: staging never costs the load. A host
+// tier whose copy fails, or that has no room (every slot being stored),
+// leaves the sequence Ready with the disk's blocks, counted as the host
+// tier's store failure; a disk load that fails recomputes and stages
+// nothing.
+func TestTierStagedPromotionFaults(t *testing.T) {
+	t.Run("host copy fails", func(t *testing.T) {
+		m, e, h, hf, _, _, a := stagedSetup(t)
+		hf.failWrites.Store(true)
+		id, _, err := m.Admit(a, kv.Key{})
+		require.NoError(t, err)
+		waitUntil(t, m, "ready", func() bool { _, ok, _ := m.Ready(id); return ok })
+		require.Equal(t, 64, e.run(id, a, kv.Key{}))
+		st := identity(t, m)
+		require.Equal(t, uint64(4), st.Tiers[1].LoadedBlocks)
+		require.Equal(t, uint64(0), st.Tiers[0].PromotedBlocks)
+		require.Equal(t, uint64(1), st.Tiers[0].StoreFailures)
+		require.Equal(t, []tier.Result{tier.Miss, tier.Miss, tier.Miss, tier.Miss}, h.Peek(keys(e, a), nil))
+		hf.failWrites.Store(false)
+		require.NoError(t, m.Release(id))
+	})
+	t.Run("host full", func(t *testing.T) {
+		m, e, h, hf, _, _, a := stagedSetup(t)
+		// c's write-through store takes all 4 host slots and waits at
+		// the gate.
+		c := prompt(5000, 4)
+		id, _, err := m.Admit(c, kv.Key{})
+		require.NoError(t, err)
+		e.run(id, c, kv.Key{})
+		require.NoError(t, m.Release(id))
+		unlock := lockGate(t, hf)
+		_, err = m.Drain()
+		require.NoError(t, err)
+		require.Equal(t, 4, h.Stats().StorePending)
+		failures := identity(t, m).Tiers[0].StoreFailures
+
+		id, _, err = m.Admit(a, kv.Key{})
+		require.NoError(t, err)
+		waitUntil(t, m, "ready while the host tier is full", func() bool { _, ok, _ := m.Ready(id); return ok })
+		require.Equal(t, 64, e.run(id, a, kv.Key{}))
+		st := identity(t, m)
+		require.Equal(t, failures+1, st.Tiers[0].StoreFailures, "the host tier refused the staging store")
+		require.Equal(t, uint64(0), st.Tiers[0].PromotedBlocks)
+		unlock()
+		settle(t, m)
+		require.NoError(t, m.Release(id))
+	})
+	t.Run("disk load fails", func(t *testing.T) {
+		m, e, h, _, _, df, a := stagedSetup(t)
+		df.failReadAt.Store(df.reads.Load() + 1) // the first block of the next load
+		stored := identity(t, m).Tiers[0].StoredBlocks
+		id, cached, err := m.Admit(a, kv.Key{})
+		require.NoError(t, err)
+		require.Equal(t, 64, cached)
+		waitUntil(t, m, "ready", func() bool { _, ok, _ := m.Ready(id); return ok })
+		got, _, err := m.Ready(id)
+		require.NoError(t, err)
+		require.Equal(t, 0, got, "the failed load falls back to computing")
+		require.Equal(t, "CCCCC", sources(t, m, id))
+		st := identity(t, m)
+		require.Equal(t, uint64(4), st.Tiers[1].FailedBlocks)
+		require.Equal(t, stored, st.Tiers[0].StoredBlocks, "nothing staged")
+		require.Equal(t, 0, h.Stats().StorePending)
+		e.run(id, a, kv.Key{})
+		require.NoError(t, m.Release(id))
+	})
+}

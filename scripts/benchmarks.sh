@@ -8,13 +8,14 @@
 #   dev-run.json, dev-thread.json   go run ./cmd/locus-eval -json, ... thread -json (the development machine)
 #   h100-run.json, h100-scale.json  scripts/manycore.sh run (16 cores beside an H100)
 #   h100-scale-repeat.json          an earlier scale run there (an earlier revision), for stability
-#   h100-tiers.json                 locus-eval tiers there (not rendered here: read it with jq)
+#   h100-tiers.json                 locus-eval tiers -json there (an earlier revision: no chat section)
 #   h100-gpu.json, h100-gpu-tests.log  scripts/gpu.sh run (the H100)
+#   dev-tiers.json                  go run ./cmd/locus-eval tiers -json (the development machine)
+#   dev-chat-sha256.json            go run ./cmd/locus-eval chat -json (the development machine)
+#   dev-chat-xxhash.json            go run ./cmd/locus-eval chat -json -hash xxhash_cbor (the development machine)
 #   dev-adapters.json               go run ./cmd/locus-eval adapters -json (the development machine)
-#   dev-fleet.json                  go run ./cmd/locus-eval fleet -json -redis 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203 (a local 3-master Redis Cluster)
-#                                   (the development machine, a local 3-master Redis Cluster; with the default
-#                                   -hot-blocks 768 the kv-aware run never finishes: its live requests wait
-#                                   for blocks that only they hold)
+#   dev-fleet.json                  go run ./cmd/locus-eval fleet -json -redis 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203
+#                                   (the development machine, a local 3-master Redis Cluster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
@@ -22,4 +23,5 @@ trap 'rm -rf "$tmp"' EXIT
 go run ./cmd/locus-cuda report benchmarks/h100-gpu.json >"$tmp/gpu.md"
 go run ./cmd/locus-eval report -include "$tmp/gpu.md" \
 	benchmarks/dev-run.json benchmarks/h100-run.json benchmarks/dev-thread.json benchmarks/h100-scale.json \
+	benchmarks/dev-tiers.json benchmarks/h100-tiers.json benchmarks/dev-chat-sha256.json benchmarks/dev-chat-xxhash.json \
 	benchmarks/dev-adapters.json benchmarks/dev-fleet.json

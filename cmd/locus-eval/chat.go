@@ -22,10 +22,17 @@ const (
 	maxChatTraces = 1000
 )
 
-// chatDoc is the chat subcommand's -json document.
+// chatSchema names the chat subcommand's -json document.
+const chatSchema = "locus-eval/chat"
+
+// chatDoc is the chat subcommand's -json document. Machine, revision and
+// date are absent from documents written before they were recorded.
 type chatDoc struct {
-	Schema string `json:"schema"`
-	Config struct {
+	Schema   string         `json:"schema"`
+	Created  *time.Time     `json:"created,omitempty"`
+	Machine  *eval.Machine  `json:"machine,omitempty"`
+	Revision *eval.Revision `json:"revision,omitempty"`
+	Config   struct {
 		Conversations int    `json:"conversations"`
 		Turns         int    `json:"turns"`
 		SystemPrompts int    `json:"system_prompts"`
@@ -102,10 +109,11 @@ Flags:
 	if err != nil {
 		return err
 	}
+	d := chatDocOf(cfg, *traces, res)
 	if *asJSON {
-		return writeJSON(stdout, chatDocOf(cfg, *traces, res))
+		return writeJSON(stdout, d)
 	}
-	return writeChat(stdout, cfg, *traces, res)
+	return writeChatDoc(stdout, &d)
 }
 
 // checkChat refuses a trace whose schedule or pools would not fit in
@@ -165,7 +173,8 @@ func flagNames(err error) error {
 }
 
 func chatDocOf(cfg bench.ChatConfig, traces int, r bench.ChatResult) chatDoc {
-	d := chatDoc{Schema: "locus-eval/chat", Requests: r.Requests, Steps: r.Steps, PromptTokens: r.PromptTokens, HitTokens: r.HitTokens,
+	now, machine, rev := time.Now().UTC(), eval.ThisMachine(), eval.ThisRevision()
+	d := chatDoc{Schema: chatSchema, Created: &now, Machine: &machine, Revision: &rev, Requests: r.Requests, Steps: r.Steps, PromptTokens: r.PromptTokens, HitTokens: r.HitTokens,
 		HitRate: r.HitRate, PeakShared: r.PeakShared, PeakPrivate: r.PeakPrivate, MeanShared: r.MeanShared, MeanPrivate: r.MeanPrivate,
 		Evictions: r.Evictions, SharedUS: us(r.SharedTime), PrivateUS: us(r.PrivateTime)}
 	c := &d.Config
@@ -178,22 +187,28 @@ func chatDocOf(cfg bench.ChatConfig, traces int, r bench.ChatResult) chatDoc {
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// writeChat prints the result as a table of the two runs side by side.
-func writeChat(w io.Writer, cfg bench.ChatConfig, traces int, r bench.ChatResult) error {
+// writeChatDoc prints a chat document as a table of the two runs side by
+// side.
+func writeChatDoc(w io.Writer, d *chatDoc) error {
+	c := d.Config
+	if d.Machine != nil {
+		fmt.Fprintf(w, "machine: %s\n", *d.Machine)
+	}
 	fmt.Fprintf(w, "chat trace: %d conversations × %d turns, %d system prompts of %d tokens, %d user + %d reply tokens per turn,\n",
-		cfg.Conversations, cfg.Turns, cfg.SystemPrompts, cfg.SystemTokens, cfg.UserTokens, cfg.ReplyTokens)
+		c.Conversations, c.Turns, c.SystemPrompts, c.SystemTokens, c.UserTokens, c.ReplyTokens)
 	fmt.Fprintf(w, "%d tokens per block, %s block hashes; %d requests over %d steps; median of %d traces per run\n\n",
-		cfg.BlockSize, hashName(cfg.Hash), r.Requests, r.Steps, traces)
+		c.BlockSize, c.Hash, d.Requests, d.Steps, c.Traces)
+	shared, private := time.Duration(d.SharedUS*1e3), time.Duration(d.PrivateUS*1e3)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "\tshared prefixes (kv.Manager)\tprivate (kv.Table per request)\tshared / private\t\n")
-	fmt.Fprintf(tw, "blocks held, peak\t%d\t%d\t%.2f\t\n", r.PeakShared, r.PeakPrivate, float64(r.PeakShared)/float64(r.PeakPrivate))
-	fmt.Fprintf(tw, "blocks held, mean\t%.0f\t%.0f\t%.2f\t\n", r.MeanShared, r.MeanPrivate, r.MeanShared/r.MeanPrivate)
-	fmt.Fprintf(tw, "time per trace\t%v\t%v\t%.2f\t\n", r.SharedTime.Round(time.Microsecond), r.PrivateTime.Round(time.Microsecond),
-		float64(r.SharedTime)/float64(r.PrivateTime))
+	fmt.Fprintf(tw, "blocks held, peak\t%d\t%d\t%.2f\t\n", d.PeakShared, d.PeakPrivate, float64(d.PeakShared)/float64(d.PeakPrivate))
+	fmt.Fprintf(tw, "blocks held, mean\t%.0f\t%.0f\t%.2f\t\n", d.MeanShared, d.MeanPrivate, d.MeanShared/d.MeanPrivate)
+	fmt.Fprintf(tw, "time per trace\t%v\t%v\t%.2f\t\n", shared.Round(time.Microsecond), private.Round(time.Microsecond),
+		d.SharedUS/d.PrivateUS)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "\nprefix hits: %.1f %% of %d prompt tokens (%d); %d cached blocks evicted\n",
-		100*r.HitRate, r.PromptTokens, r.HitTokens, r.Evictions)
+		100*d.HitRate, d.PromptTokens, d.HitTokens, d.Evictions)
 	return err
 }

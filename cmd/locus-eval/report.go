@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -80,6 +82,23 @@ fleet section for every locus-eval fleet -json document (in the order given). Me
 				md:   func(w io.Writer) error { eval.WriteFleetMarkdown(w, d); return nil },
 				text: func(w io.Writer) error { return eval.WriteFleetText(w, d) }})
 			continue
+		case tiersSchema:
+			var d tiersDoc
+			if err := readStrict(path, &d); err != nil {
+				return err
+			}
+			text := func(w io.Writer) error { return writeTiers(w, &d) }
+			heading := fmt.Sprintf("Offload tiers: host and disk beside memmove and the file's own bandwidth (%s)", d.Machine)
+			sections = append(sections, section{md: preformatted(heading, tiersPreface, text), text: text})
+			continue
+		case chatSchema:
+			var d chatDoc
+			if err := readStrict(path, &d); err != nil {
+				return err
+			}
+			text := func(w io.Writer) error { return writeChatDoc(w, &d) }
+			sections = append(sections, section{md: preformatted(chatHeading(&d), chatPreface, text), text: text})
+			continue
 		}
 		sb, t, err := eval.ReadDocument(path)
 		if err != nil {
@@ -137,8 +156,8 @@ fleet section for every locus-eval fleet -json document (in the order given). Me
 	for _, path := range fs.Args() {
 		names = append(names, filepath.Base(path))
 	}
-	// The adapters and fleet sections go after the many-cores sections,
-	// before the included ones.
+	// The tiers, chat, adapters and fleet sections go after the many-cores
+	// sections, in the order given, before the included ones.
 	var extras []string
 	for _, sec := range sections {
 		var b strings.Builder
@@ -155,4 +174,51 @@ fleet section for every locus-eval fleet -json document (in the order given). Me
 		extras = append(extras, string(b))
 	}
 	return eval.WriteMarkdown(stdout, sbs, th, scales, extras, "go run ./cmd/locus-eval report "+strings.Join(names, " "))
+}
+
+// readStrict decodes the JSON document at path into v: no unknown field,
+// nothing after it.
+func readStrict(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", eval.ErrDocument, path, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: %s: data after the document", eval.ErrDocument, path)
+	}
+	return nil
+}
+
+// preformatted renders a section of BENCHMARKS.md whose body is what a
+// subcommand prints, as it prints it.
+func preformatted(heading, preface string, text func(io.Writer) error) func(io.Writer) error {
+	return func(w io.Writer) error {
+		var b bytes.Buffer
+		if err := text(&b); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(w, "\n## %s\n\n%s\n\n```text\n%s```\n", heading, preface, strings.TrimLeft(b.String(), "\n"))
+		return err
+	}
+}
+
+const (
+	tiersPreface = "Generated from a recorded `locus-eval tiers -json` run; do not edit by hand. Stores and loads through\n" +
+		"`tier.Manager`, interleaved in pairs with the limit they are judged against (memmove for the host tier,\n" +
+		"the file's sequential pwrite/pread for the disk tier), ADR-006's adapter-sized targets, and the chat\n" +
+		"workload over a hot pool too small for it with 0, 1 and 2 tiers, as the subcommand prints them."
+	chatPreface = "Generated from recorded `locus-eval chat -json` runs; do not edit by hand. The same chat schedule through\n" +
+		"a kv.Manager (shared prefixes, the prefix cache) and through a private kv.Table per request: the blocks\n" +
+		"the prefix cache saves, the prompt tokens it saves computing, and what its bookkeeping costs per trace\n" +
+		"(one process, not interleaved: a rough figure). Comparing the two hashes shows how much of that cost is\n" +
+		"hashing."
+)
+
+func chatHeading(d *chatDoc) string {
+	return "The prefix cache: what it saves and what it costs (" + d.Config.Hash + ")"
 }

@@ -68,3 +68,33 @@ func TestReportAdaptersFleetDocuments(t *testing.T) {
 		}
 	}
 }
+
+// The chat and tiers commands' documents render as sections of their own,
+// what the commands print, and a document with a field they do not write
+// is refused.
+func TestReportChatTiers(t *testing.T) {
+	dir := t.TempDir()
+	status, chat, errOut := runCmd(t, "chat", "-traces", "1", "-conversations", "4", "-json")
+	if status != 0 {
+		t.Fatalf("chat: status %d: %s", status, errOut)
+	}
+	chatPath := filepath.Join(dir, "chat.json")
+	if err := os.WriteFile(chatPath, []byte(chat), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	status, md, errOut := runCmd(t, "report", "internal/eval/testdata/scoreboard.json", "../../benchmarks/h100-tiers.json", chatPath)
+	if status != 0 {
+		t.Fatalf("report: status %d: %s", status, errOut)
+	}
+	ti, ch := strings.Index(md, "\n## Offload tiers: "), strings.Index(md, "\n## The prefix cache: what it saves and what it costs (sha256_cbor)")
+	if ti < 0 || ch < ti || !strings.Contains(md[ch:], "shared prefixes (kv.Manager)") || !strings.Contains(md[ti:], "ADR-006") {
+		t.Errorf("sections at %d (tiers), %d (chat):\n%s", ti, ch, md)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(strings.Replace(chat, `"requests"`, `"surprise": 1, "requests"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, errOut := runCmd(t, "report", "internal/eval/testdata/scoreboard.json", bad); status != 2 || !strings.Contains(errOut, "bad.json") {
+		t.Errorf("a chat document with an unknown field: status %d: %s", status, errOut)
+	}
+}

@@ -18,7 +18,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/locus-go/locus"
+	"github.com/locus-go/locus/bench"
 	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
+	"github.com/locus-go/locus/kv"
 	"github.com/locus-go/locus/tier"
 	"github.com/locus-go/locus/tier/disk"
 	"github.com/locus-go/locus/tier/host"
@@ -83,6 +86,9 @@ type tiersDoc struct {
 	WallSeconds float64          `json:"wall_seconds"`
 	Notes       []string         `json:"notes"`
 	Workers     tiersWorkersInfo `json:"workers"`
+	// Chat is the chat workload with 0, 1 and 2 tiers; nil in documents
+	// written before it was measured, and with -chat=false.
+	Chat *tiersChat `json:"chat,omitempty"`
 }
 
 type tiersConfig struct {
@@ -195,6 +201,7 @@ type tiersOptions struct {
 	workers  int
 	seed     uint64
 	quick    bool
+	chat     bool
 	progress func(eval.Progress)
 }
 
@@ -214,7 +221,10 @@ ratio. Then ADR-006's targets for an adapter-sized object (16 MiB as 8 blocks of
 warm (host) under 1 ms, cold (disk) under 10 ms; and the issue's bars: the host tier at least 80 % of
 memmove, the disk tier at least 70 % of the file's bandwidth, at 512 KiB blocks. Missed targets are
 printed, not errors. Reads are buffered: they come from the page cache (nothing is dropped).
-About 25 s on 2 cores (-quick: a smoke test of about 2 s whose figures mean nothing).
+Then the chat workload (bench's chat trace) through a kv.Manager whose hot pool holds the live requests
+but not every conversation, with 0, 1 (host) and 2 (host, disk) tiers, the last with direct and staged
+promotion: prefix-hit tokens, tokens not recomputed, bytes moved per tier, time per trace (-chat=false: skip).
+About 30 s on 2 cores (-quick: a smoke test of about 2 s whose figures mean nothing).
 
 Flags:
 `)
@@ -229,6 +239,7 @@ Flags:
 	asJSON := fs.Bool("json", false, "print the JSON document (schema "+tiersSchema+") instead of the tables")
 	quick := fs.Bool("quick", false, "tiny parts and regions: a smoke test of a few seconds whose figures mean nothing")
 	quiet := fs.Bool("q", false, "no progress on stderr")
+	chat := fs.Bool("chat", true, "also replay the chat trace through a hot pool too small for it, with 0, 1 (host) and 2 (host, disk) tiers")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -236,7 +247,7 @@ Flags:
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o := tiersOptions{dir: *dir, sync: *syncWrites, cellTime: *cellTime, minPairs: defaultMinPairs, region: *region << 20,
-		workers: *workers, seed: *seed, quick: *quick}
+		workers: *workers, seed: *seed, quick: *quick, chat: *chat}
 	var errs []error
 	if flagSet(fs, "cell-time") && (*cellTime < minCellTime || *cellTime > maxCellTime) {
 		errs = append(errs, fmt.Errorf("%w: -cell-time %v; want %v to %v", eval.ErrConfig, *cellTime, minCellTime, maxCellTime))
@@ -323,6 +334,11 @@ func measureTiers(o tiersOptions) (*tiersDoc, error) {
 		}
 		doc.Adapter = append(doc.Adapter, a)
 	}
+	if o.chat {
+		if doc.Chat, err = measureChat(b); err != nil {
+			return nil, err
+		}
+	}
 	doc.Targets = tiersTargets(doc)
 	doc.Notes = tiersNotes(doc)
 	doc.WallSeconds = time.Since(start).Seconds()
@@ -370,6 +386,9 @@ func newTiersBench(o tiersOptions, dir string) *tiersBench {
 			}
 		}
 		b.total++
+	}
+	if o.chat {
+		b.total += chatRuns
 	}
 	return b
 }
@@ -976,12 +995,16 @@ func tiersNotes(d *tiersDoc) []string {
 		"latency: a job of one block, from the Store or Load call to the Drain that reports it (the owner polls Drain, yielding between polls); it includes waking a copy worker",
 		fmt.Sprintf("GB/s: a job of %s (as many blocks as fit), 10^9 bytes/s of the median job; the ratio is the tier's speed over the limit's, the median over pairs of limit time / tier time", sizeName(tiersBatchBytes)),
 		"host limit: memmove (Go copy) on the owner goroutine between the same source or destination buffers and a second region of the same rows (mapped, prefaulted, written); the tier's copy runs on a worker goroutine, maybe on another core: what that costs in caches is the tier's",
-		"disk limit: pwrite/pread of the same blocks at sequential offsets of a file of the tier file's size in the same directory; the tier also writes a " + strconv.Itoa(disk.HeaderSize) + "-byte header per block and checksums (CRC-32C) every block",
+		"disk limit: pwrite/pread of the same blocks at sequential offsets of a file of the tier file's size in the same directory; the tier also writes a " + strconv.Itoa(disk.HeaderSize) + "-byte header per block (in a page after the payload, one pwritev/preadv per block) and checksums every block (XXH3)",
 		"disk reads are buffered and come from the page cache: the files were written in this run and nothing was dropped; a read from the device would be slower",
 	}
 	if len(d.Adapter) > 0 {
 		notes = append(notes, fmt.Sprintf("adapter: 16 MiB as %d blocks of %s in one Load job, loaded in turn from %d such object(s) in the tier",
 			adapterBytes/adapterBlockBytes, sizeName(adapterBlockBytes), d.Adapter[0].Objects))
+	}
+	if d.Chat != nil {
+		notes = append(notes, "chat: prefix hits are the prompt tokens found in the hot pool or a tier; not recomputed: the hot hits and the blocks loaded from a tier (a hit whose load failed is recomputed); "+
+			"in/out: bytes stored into a tier (write-through of every block cached) / loaded from it; the copies are drained to completion every step, so the counts do not depend on their timing")
 	}
 	if d.Config.Sync {
 		notes = append(notes, "-sync: disk stores fsync after every block, so their GB/s is timed on jobs of one block (the latency jobs)")
@@ -1049,6 +1072,11 @@ func writeTiers(w io.Writer, d *tiersDoc) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if d.Chat != nil {
+		if err := writeTiersChat(bw, d.Chat); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(bw, "\nTargets (a missed target is reported, not an error):")
 	for _, t := range d.Targets {
 		fmt.Fprintf(bw, "  %-70s %-7s %s\n", t.Name, strings.ToUpper(t.Status), t.Detail)
@@ -1111,4 +1139,410 @@ func fileSystemOf(dir string) string {
 		}
 	}
 	return out
+}
+
+// The chat workload with tiers: bench's chat trace (conversations sharing
+// system prompts, every turn re-sending its history) through a kv.Manager
+// whose hot pool holds the live requests but not every conversation,
+// with no tier, a host tier, and a host tier in front of a disk tier.
+const (
+	chatBlockBytes = 4 << 10 // the pool's and the tiers' blocks
+	chatHostShare  = 2       // the host tier holds 1/chatHostShare of the trace's distinct blocks
+	chatHotMargin  = 4       // the hot pool: the live requests' peak, plus 1/chatHotMargin of it
+	chatWaitLimit  = time.Minute
+	chatThinkSteps = 2000 // most steps between a reply and the next turn
+	defaultTraces  = 3
+	quickTraces    = 1
+	chatRuns       = 5 // the reference; 0, 1 and 2 tiers; 2 tiers with staged promotion
+)
+
+// tiersChat is the chat workload's section of the tiers document. It is
+// absent from documents written before it, and with -chat=false.
+type tiersChat struct {
+	Conversations  int    `json:"conversations"`
+	Turns          int    `json:"turns"`
+	SystemPrompts  int    `json:"system_prompts"`
+	SystemTokens   int    `json:"system_tokens"`
+	UserTokens     int    `json:"user_tokens"`
+	ReplyTokens    int    `json:"reply_tokens"`
+	ThinkSteps     int    `json:"think_steps"`
+	Stagger        int    `json:"stagger"`
+	TokensPerBlock int    `json:"tokens_per_block"`
+	Seed           uint64 `json:"seed"`
+	Requests       int    `json:"requests"`
+	Traces         int    `json:"traces"`
+	BlockBytes     int    `json:"block_bytes"`
+	// DistinctBlocks is the full blocks of distinct content the trace
+	// caches: what a hot pool must hold to compute no block twice.
+	DistinctBlocks int `json:"distinct_blocks"`
+	// PeakLive is the most blocks the live requests hold at once.
+	PeakLive   int            `json:"peak_live_blocks"`
+	HotBlocks  int            `json:"hot_blocks"`
+	HostBlocks int            `json:"host_blocks"`
+	DiskBlocks int            `json:"disk_blocks"`
+	Runs       []tiersChatRun `json:"runs"`
+}
+
+// tiersChatRun is the trace run once per configuration (the counts are
+// the same every trace: copies are drained to completion every step).
+type tiersChatRun struct {
+	Name string `json:"name"`
+	// Tiers is 0, 1 (host) or 2 (host, disk); Promotion names kv's
+	// promotion of disk hits where there is a disk tier.
+	Tiers     int    `json:"tiers"`
+	HotBlocks int    `json:"hot_blocks"`
+	Promotion string `json:"promotion,omitempty"`
+	// PromptTokens were admitted; HitTokens of them were found, in the
+	// hot pool (HotHitTokens) or a tier (the tiers' HitTokens);
+	// NotRecomputed is what the engine did not compute: the hot hits and
+	// the blocks loaded from tiers; Recomputed the rest.
+	PromptTokens  uint64 `json:"prompt_tokens"`
+	HitTokens     uint64 `json:"hit_tokens"`
+	HotHitTokens  uint64 `json:"hot_hit_tokens"`
+	NotRecomputed uint64 `json:"not_recomputed_tokens"`
+	Recomputed    uint64 `json:"recomputed_tokens"`
+	Evictions     uint64 `json:"hot_evictions"`
+	// PerTier is each tier's hits and the bytes moved into it (stores)
+	// and out of it (loads).
+	PerTier []tiersChatTier `json:"per_tier,omitempty"`
+	// TraceMS is the median wall time of one trace, in milliseconds:
+	// admissions, decode steps, and the copies drained every step.
+	TraceMS float64 `json:"trace_ms"`
+	// ReadyWaitMS is, of the same trace, the time admissions waited for
+	// their tier loads (Drain until Ready): what promotion costs the
+	// engine's time to first token, summed over the trace.
+	ReadyWaitMS float64 `json:"ready_wait_ms"`
+}
+
+type tiersChatTier struct {
+	Tier         string `json:"tier"` // host or disk
+	HitTokens    uint64 `json:"hit_tokens"`
+	LoadedBlocks uint64 `json:"loaded_blocks"`
+	FailedBlocks uint64 `json:"failed_blocks"`
+	StoredBlocks uint64 `json:"stored_blocks"`
+	LoadedBytes  uint64 `json:"loaded_bytes"`
+	StoredBytes  uint64 `json:"stored_bytes"`
+}
+
+// chatTrace is the trace the tiers subcommand replays: bench's default
+// chat, or a small one for -quick.
+func chatTrace(quick bool) bench.ChatConfig {
+	cfg := bench.DefaultChat()
+	// Users think long between turns, so that a conversation spends most
+	// of its life idle, its history only cached: the live requests need
+	// a fraction of the blocks the conversations cache.
+	cfg.ThinkSteps = chatThinkSteps
+	if quick {
+		cfg.Conversations, cfg.Turns, cfg.SystemTokens, cfg.ReplyTokens, cfg.ThinkSteps = 12, 3, 128, 32, chatThinkSteps/4
+	}
+	return cfg
+}
+
+// chatSetup is one configuration of the chat workload.
+type chatSetup struct {
+	name      string
+	hot       int
+	tiers     []string // "host", "disk"
+	promotion kv.Promotion
+}
+
+// measureChat runs the chat trace with an unbounded hot pool (to size the
+// others), then with a hot pool too small for every conversation and 0,
+// 1 and 2 tiers.
+func measureChat(b *tiersBench) (*tiersChat, error) {
+	o := b.o
+	cfg := chatTrace(o.quick)
+	plan, err := bench.NewChatPlan(cfg)
+	if err != nil {
+		return nil, err
+	}
+	traces := defaultTraces
+	if o.quick {
+		traces = quickTraces
+	}
+	c := &tiersChat{Conversations: cfg.Conversations, Turns: cfg.Turns, SystemPrompts: cfg.SystemPrompts,
+		SystemTokens: cfg.SystemTokens, UserTokens: cfg.UserTokens, ReplyTokens: cfg.ReplyTokens, ThinkSteps: cfg.ThinkSteps, Stagger: cfg.Stagger, TokensPerBlock: cfg.BlockSize,
+		Seed: cfg.Seed, Requests: len(plan.Requests), Traces: traces, BlockBytes: chatBlockBytes}
+	ample := 1
+	for _, r := range plan.Requests {
+		ample += (len(r.Prompt) + len(r.Reply) + cfg.BlockSize - 1) / cfg.BlockSize
+	}
+	cr := &chatRunner{o: o, b: b, dir: b.dir, plan: plan, traces: traces}
+	ref, err := cr.run(chatSetup{name: "hot pool holding every block (reference)", hot: ample})
+	if err != nil {
+		return nil, err
+	}
+	c.DistinctBlocks, c.PeakLive = cr.distinct, cr.peak
+	c.HotBlocks = cr.peak + max(1, cr.peak/chatHotMargin)
+	c.HostBlocks = max(1, c.DistinctBlocks/chatHostShare)
+	c.DiskBlocks = max(1, c.DistinctBlocks)
+	cr.hostBlocks, cr.diskBlocks = c.HostBlocks, c.DiskBlocks
+	c.Runs = append(c.Runs, ref)
+	for _, s := range []chatSetup{
+		{name: "0 tiers", hot: c.HotBlocks},
+		{name: "1 tier: host", hot: c.HotBlocks, tiers: []string{"host"}},
+		{name: "2 tiers: host, disk", hot: c.HotBlocks, tiers: []string{"host", "disk"}},
+		{name: "2 tiers: host, disk", hot: c.HotBlocks, tiers: []string{"host", "disk"}, promotion: kv.PromoteStaged},
+	} {
+		r, err := cr.run(s)
+		if err != nil {
+			return nil, err
+		}
+		c.Runs = append(c.Runs, r)
+	}
+	return c, nil
+}
+
+// chatRunner replays the plan through kv.Managers.
+type chatRunner struct {
+	o                      tiersOptions
+	b                      *tiersBench
+	dir                    string
+	plan                   *bench.ChatPlan
+	traces                 int
+	hostBlocks, diskBlocks int
+	// Of the last run: the peak of blocks in use, the blocks cached, and
+	// the time admissions waited for their loads.
+	peak, distinct int
+	wait           time.Duration
+}
+
+// run replays the trace traces times with setup s and returns the counts
+// of the last (they are the same every time) and the median time.
+func (cr *chatRunner) run(s chatSetup) (tiersChatRun, error) {
+	var out tiersChatRun
+	var times, waits []float64
+	for i := range cr.traces {
+		r, d, err := cr.once(s, i)
+		if err != nil {
+			return out, fmt.Errorf("chat, %s: %w", s.name, err)
+		}
+		if i > 0 && (r.HitTokens != out.HitTokens || r.NotRecomputed != out.NotRecomputed) {
+			return out, fmt.Errorf("%w: chat, %s: trace %d hit %d tokens, trace 0 %d", errFailed, s.name, i, r.HitTokens, out.HitTokens)
+		}
+		out = r
+		times = append(times, float64(d)/1e6)
+		waits = append(waits, float64(cr.wait)/1e6)
+	}
+	slices.Sort(times)
+	slices.Sort(waits)
+	out.TraceMS, out.ReadyWaitMS = quantile(times, 0.5), quantile(waits, 0.5)
+	cr.progress(s.name)
+	return out, nil
+}
+
+func (cr *chatRunner) progress(name string) {
+	cr.b.done++
+	cr.b.progress("chat, " + name)
+}
+
+// once replays the trace one time with fresh pool and tiers.
+func (cr *chatRunner) once(s chatSetup, n int) (res tiersChatRun, elapsed time.Duration, err error) {
+	cfg := cr.plan.Config
+	res = tiersChatRun{Name: s.name, Tiers: len(s.tiers), HotBlocks: s.hot}
+	p, err := locus.Default(locus.WithBlocks(s.hot), locus.WithBlockSize(chatBlockBytes))
+	if err != nil {
+		return res, 0, err
+	}
+	defer p.Close()
+	var tiers []kv.Tier
+	var tms []*tier.Manager
+	defer func() {
+		for _, t := range tms {
+			if cerr := t.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+	var topts []tier.Option
+	if cr.o.workers > 0 {
+		topts = append(topts, tier.WithWorkers(cr.o.workers))
+	}
+	for _, kind := range s.tiers {
+		var st tier.Storage
+		switch kind {
+		case "host":
+			st, err = host.New(chatBlockBytes, cr.hostBlocks)
+		case "disk":
+			path := filepath.Join(cr.dir, fmt.Sprintf("chat-%d.dat", n))
+			defer func() { _ = os.Remove(path) }()
+			st, err = disk.Open(path, chatBlockBytes, cr.diskBlocks)
+		}
+		if err != nil {
+			return res, 0, fmt.Errorf("%s tier: %w", kind, err)
+		}
+		tm, err := tier.New(st, topts...)
+		if err != nil {
+			_ = st.Close()
+			return res, 0, err
+		}
+		tms = append(tms, tm)
+		tiers = append(tiers, tm)
+	}
+	opts := []kv.Option{kv.WithTokensPerBlock(cfg.BlockSize)}
+	if len(tiers) > 0 {
+		opts = append(opts, kv.WithTiers(tiers...))
+		if s.promotion != 0 {
+			opts = append(opts, kv.WithPromotion(s.promotion))
+		}
+		if len(tiers) > 1 {
+			res.Promotion = s.promotion.String()
+			if s.promotion == 0 {
+				res.Promotion = kv.PromoteDirect.String()
+			}
+		}
+	}
+	m, err := kv.New(p, opts...)
+	if err != nil {
+		return res, 0, err
+	}
+	defer func() {
+		if cerr := m.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	start := time.Now()
+	if err := cr.loop(m); err != nil {
+		return res, 0, err
+	}
+	elapsed = time.Since(start)
+	st := m.Stats()
+	if st.InUse != 0 {
+		return res, 0, fmt.Errorf("%w: the trace left %d blocks in use", errFailed, st.InUse)
+	}
+	cr.distinct = int(st.Stored)
+	res.PromptTokens, res.HotHitTokens, res.Evictions = st.QueryTokens, st.HitTokens, st.Evictions
+	res.HitTokens, res.NotRecomputed = st.HitTokens, st.HitTokens
+	for t, kind := range s.tiers {
+		ts := st.Tiers[t]
+		res.HitTokens += ts.HitTokens
+		res.NotRecomputed += ts.LoadedBlocks * uint64(cfg.BlockSize)
+		res.PerTier = append(res.PerTier, tiersChatTier{Tier: kind, HitTokens: ts.HitTokens,
+			LoadedBlocks: ts.LoadedBlocks, FailedBlocks: ts.FailedBlocks, StoredBlocks: ts.StoredBlocks,
+			LoadedBytes: ts.LoadedBlocks * chatBlockBytes, StoredBytes: ts.StoredBlocks * chatBlockBytes})
+	}
+	res.Recomputed = res.PromptTokens - res.NotRecomputed
+	return res, elapsed, nil
+}
+
+// loop runs the schedule as an engine would: at each step it admits the
+// arrivals (waiting, Drain after Drain, until their tier loads are
+// Ready), appends one token to every other live request, releases those
+// done, and drains until no copy is in flight, so that every run sees the
+// tiers in the same state whatever the copies' timing.
+func (cr *chatRunner) loop(m *kv.Manager) error {
+	type live struct {
+		r    *bench.ChatRequest
+		id   kv.SeqID
+		done int
+	}
+	plan := cr.plan
+	var lives []*live
+	next := 0
+	cr.peak, cr.wait = 0, 0
+	for step := range plan.Steps {
+		for ; next < len(plan.Requests) && plan.Requests[next].Arrive == step; next++ {
+			l := &live{r: &plan.Requests[next]}
+			id, _, err := m.Admit(l.r.Prompt, kv.Key{})
+			if err != nil {
+				return fmt.Errorf("step %d: admit conversation %d turn %d: %w", step, l.r.Conversation, l.r.Turn, err)
+			}
+			l.id = id
+			t0 := time.Now()
+			if err := waitFor(m, func() (bool, error) { _, ok, err := m.Ready(id); return ok, err }); err != nil {
+				return err
+			}
+			cr.wait += time.Since(t0)
+			lives = append(lives, l)
+		}
+		cr.peak = max(cr.peak, m.Stats().InUse)
+		kept := lives[:0]
+		for _, l := range lives {
+			if l.r.Arrive == step {
+				kept = append(kept, l)
+				continue
+			}
+			if err := m.Append(l.id, l.r.Reply[l.done:l.done+1]); err != nil {
+				return fmt.Errorf("step %d: append: %w", step, err)
+			}
+			if l.done++; l.done == len(l.r.Reply) {
+				if err := m.Release(l.id); err != nil {
+					return err
+				}
+				continue
+			}
+			kept = append(kept, l)
+		}
+		lives = kept
+		cr.peak = max(cr.peak, m.Stats().InUse)
+		if err := waitFor(m, func() (bool, error) { return m.Stats().InFlight == 0, nil }); err != nil {
+			return err
+		}
+	}
+	if len(lives) != 0 || next != len(plan.Requests) {
+		return fmt.Errorf("%w: the chat trace ended with %d live requests", errFailed, len(lives))
+	}
+	return nil
+}
+
+// waitFor drains m until done says so, yielding between Drains.
+func waitFor(m *kv.Manager, done func() (bool, error)) error {
+	deadline := time.Now().Add(chatWaitLimit)
+	for {
+		if _, err := m.Drain(); err != nil {
+			return err
+		}
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: copies still in flight after %v", errFailed, chatWaitLimit)
+		}
+		runtime.Gosched()
+	}
+}
+
+// writeTiersChat prints the chat section as a table.
+func writeTiersChat(w io.Writer, c *tiersChat) error {
+	fmt.Fprintf(w, "\nChat workload: %d conversations × %d turns over %d system prompts of %d tokens (%d requests; up to %d steps of thought between turns), %d tokens per block of %s; "+
+		"hot pool %d blocks (the live requests' peak %d, plus a quarter) of the %d distinct blocks; host tier %d blocks, disk tier %d; median of %d traces\n\n",
+		c.Conversations, c.Turns, c.SystemPrompts, c.SystemTokens, c.Requests, c.ThinkSteps, c.TokensPerBlock, sizeName(c.BlockBytes),
+		c.HotBlocks, c.PeakLive, c.DistinctBlocks, c.HostBlocks, c.DiskBlocks, c.Traces)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "run\thot blocks\tprompt tokens\tprefix hits\thot\thost\tdisk\tnot recomputed\t%\tevictions\thost in/out\tdisk in/out\tms/trace\tready wait ms\t\n")
+	for _, r := range c.Runs {
+		var hit, bytes [2]string
+		for i := range hit {
+			hit[i], bytes[i] = "-", "-"
+		}
+		for i, t := range r.PerTier {
+			if i < 2 {
+				hit[i] = fmt.Sprint(t.HitTokens)
+				bytes[i] = bytesName(t.StoredBytes) + " / " + bytesName(t.LoadedBytes)
+			}
+		}
+		pct := 0.0
+		if r.PromptTokens > 0 {
+			pct = 100 * float64(r.NotRecomputed) / float64(r.PromptTokens)
+		}
+		name := r.Name
+		if r.Promotion != "" {
+			name += " (" + r.Promotion + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%.1f\t%d\t%s\t%s\t%.1f\t%.2f\t\n", name, r.HotBlocks, r.PromptTokens, r.HitTokens,
+			r.HotHitTokens, hit[0], hit[1], r.NotRecomputed, pct, r.Evictions, bytes[0], bytes[1], r.TraceMS, r.ReadyWaitMS)
+	}
+	return tw.Flush()
+}
+
+// bytesName is a byte count with one decimal, e.g. "12.3 MiB" or "28.0 KiB".
+func bytesName(n uint64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

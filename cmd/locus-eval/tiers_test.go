@@ -223,3 +223,95 @@ func TestTiersStatistics(t *testing.T) {
 		}
 	}
 }
+
+// The chat workload in -quick mode: a hot pool too small for every
+// conversation (it evicts; the reference does not), the tiers adding hits
+// in order (0 < 1 < 2 tiers, the disk tier holding every block giving
+// back what the unbounded pool had), the counts adding up exactly (hits
+// per place, tokens not recomputed, bytes per block moved), direct and
+// staged promotion moving the same blocks, and the table naming each run.
+func TestTiersChatQuick(t *testing.T) {
+	o := tiersOptions{quick: true, chat: true, minPairs: quickMinPairs, cellTime: quickCellTime, region: quickRegionMiB << 20, seed: 1}
+	c, err := measureChat(newTiersBench(o, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Runs) != chatRuns {
+		t.Fatalf("%d runs, want %d: %+v", len(c.Runs), chatRuns, c.Runs)
+	}
+	ref, none, one, two, staged := c.Runs[0], c.Runs[1], c.Runs[2], c.Runs[3], c.Runs[4]
+	for i, want := range []int{0, 0, 1, 2, 2} {
+		if c.Runs[i].Tiers != want || len(c.Runs[i].PerTier) != want {
+			t.Errorf("run %d (%s): %d tiers, %d per-tier rows; want %d", i, c.Runs[i].Name, c.Runs[i].Tiers, len(c.Runs[i].PerTier), want)
+		}
+	}
+	if two.Promotion != "direct" || staged.Promotion != "staged" || one.Promotion != "" {
+		t.Errorf("promotions %q, %q, %q", one.Promotion, two.Promotion, staged.Promotion)
+	}
+	if !(c.PeakLive > 0 && c.HotBlocks > c.PeakLive && c.HotBlocks < c.DistinctBlocks && c.DiskBlocks == c.DistinctBlocks) {
+		t.Errorf("sizes: peak %d, hot %d, distinct %d, disk %d", c.PeakLive, c.HotBlocks, c.DistinctBlocks, c.DiskBlocks)
+	}
+	if ref.Evictions != 0 || none.Evictions == 0 {
+		t.Errorf("evictions: reference %d, 0 tiers %d; want 0 and some", ref.Evictions, none.Evictions)
+	}
+	if !(none.NotRecomputed < one.NotRecomputed && one.NotRecomputed < two.NotRecomputed) || two.NotRecomputed != ref.NotRecomputed {
+		t.Errorf("tokens not recomputed: reference %d, 0 tiers %d, 1 tier %d, 2 tiers %d; want increasing, 2 tiers = reference",
+			ref.NotRecomputed, none.NotRecomputed, one.NotRecomputed, two.NotRecomputed)
+	}
+	if staged.HitTokens != two.HitTokens || staged.NotRecomputed != two.NotRecomputed {
+		t.Errorf("staged promotion hit %d, not recomputed %d; direct %d, %d", staged.HitTokens, staged.NotRecomputed, two.HitTokens, two.NotRecomputed)
+	}
+	for _, r := range c.Runs {
+		if r.PromptTokens != ref.PromptTokens {
+			t.Errorf("%s: %d prompt tokens, reference %d", r.Name, r.PromptTokens, ref.PromptTokens)
+		}
+		hits, kept := r.HotHitTokens, r.HotHitTokens
+		for _, pt := range r.PerTier {
+			hits += pt.HitTokens
+			kept += pt.LoadedBlocks * uint64(c.TokensPerBlock)
+			if pt.LoadedBytes != pt.LoadedBlocks*uint64(c.BlockBytes) || pt.StoredBytes != pt.StoredBlocks*uint64(c.BlockBytes) || pt.FailedBlocks != 0 {
+				t.Errorf("%s, %s: %+v", r.Name, pt.Tier, pt)
+			}
+			if pt.StoredBlocks == 0 {
+				t.Errorf("%s, %s: nothing stored", r.Name, pt.Tier)
+			}
+		}
+		if hits != r.HitTokens || kept != r.NotRecomputed || r.Recomputed != r.PromptTokens-r.NotRecomputed || !(r.TraceMS > 0) {
+			t.Errorf("%s: counts do not add up: %+v", r.Name, r)
+		}
+	}
+	var text bytes.Buffer
+	if err := writeTiersChat(&text, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range c.Runs {
+		if !strings.Contains(text.String(), r.Name) {
+			t.Errorf("the table lacks %q:\n%s", r.Name, text.String())
+		}
+	}
+}
+
+// A tiers document recorded before the chat workload existed still
+// decodes (strictly) and renders, without a chat table.
+func TestTiersOldDocumentRenders(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "benchmarks", "h100-tiers.json"))
+	if err != nil {
+		t.Skipf("no recorded tiers document: %v", err)
+	}
+	var d tiersDoc
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		t.Fatalf("the recorded document no longer decodes: %v", err)
+	}
+	if d.Chat != nil {
+		t.Fatal("an old document has a chat section")
+	}
+	var text bytes.Buffer
+	if err := writeTiers(&text, &d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "ADR-006") || strings.Contains(text.String(), "Chat workload") {
+		t.Errorf("rendering of the old document:\n%s", text.String())
+	}
+}
