@@ -368,3 +368,19 @@ func TestOrphanAgreesWithTheEngine(t *testing.T) {
 	r.expect(t, "y's orphan", p, map[string]float64{})
 	must(t, e.m.Release(y))
 }
+
+// Reset with a host tier whose copies stay: the manager removes the hot
+// pool's blocks one by one (BlockRemoved, GPU) instead of the pod-wide
+// AllBlocksCleared, so llm-d keeps the CPU entries and the prompt scores
+// at the cpu weight.
+func TestResetKeepsTierEntries(t *testing.T) {
+	r := newRouter(t)
+	e := newEngine(t, r, "pod-a", 16, 16)
+	a := prompt(21, 5)
+	e.serve(t, a)
+	r.expect(t, "cached, and stored in the host tier", a, map[string]float64{"pod-a": 5})
+	_, err := e.m.Reset()
+	must(t, err)
+	e.pub.Flush()
+	r.expect(t, "after Reset", a, map[string]float64{"pod-a": 5 * 0.8})
+}
