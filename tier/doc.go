@@ -17,6 +17,9 @@
 //     when not enough is evictable; it never evicts a pinned block, a block
 //     being stored, or a block among the keys of the same call.
 //     CompleteStore(job, ok) makes the keys loadable, or drops them.
+//   - Remove(keys, busy) drops resident blocks no job holds, at once, as
+//     an eviction would; a block being stored or loaded is busy and stays
+//     (its key is reported in busy).
 //   - Every in-flight job has a generation-checked Job handle: completing a
 //     job twice, a job of another manager or a forged one fails with
 //     ErrInvalidJob; completing a job issued before Reset fails with
@@ -36,8 +39,9 @@
 // # Invariant: no read of a slot under a write
 //
 // A slot is written only while it is store-pending (its key answers
-// HIT_PENDING and cannot be pinned or evicted), and read only while it is
-// load-pinned (it cannot be evicted, so no store can be given it). So
+// HIT_PENDING and cannot be pinned, evicted or removed), and read only
+// while it is load-pinned (it cannot be evicted or removed, so no store can
+// be given it). So
 // nothing is read from a slot while a copy into it is in flight, the
 // silent-corruption bug of the field. The copy workers also assert it at run
 // time, per slot with one atomic word (a writer holds it at -1, readers
@@ -60,7 +64,7 @@
 // # Events
 //
 // A Manager records BlockStored (on a successful CompleteStore) and
-// BlockRemoved (eviction, a failed or corrupt block, Reset) events, each
-// carrying the tier's Medium; TakeEvents hands them over. kv/events
-// publishes them in vLLM's wire format with the event's medium.
+// BlockRemoved (eviction, Remove, a failed or corrupt block, Reset)
+// events, each carrying the tier's Medium; TakeEvents hands them over.
+// kv/events publishes them in vLLM's wire format with the event's medium.
 package tier

@@ -79,7 +79,8 @@ type EventKind uint8
 const (
 	// BlockStored: the blocks became loadable in the tier.
 	BlockStored EventKind = iota + 1
-	// BlockRemoved: the blocks left the tier (evicted, failed, reset).
+	// BlockRemoved: the blocks left the tier (evicted, removed, failed,
+	// reset).
 	BlockRemoved
 )
 

@@ -59,6 +59,7 @@ type Manager struct {
 	protectFn func(int) bool
 
 	events []Event
+	gone   []Key // Remove's scratch: the keys it removed
 	c      counters
 	invErr error
 	closed bool

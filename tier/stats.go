@@ -8,6 +8,7 @@ type counters struct {
 	notAdmitted, refused, evictions     uint64
 	loads, loadFailures, stale, invalid uint64
 	recovered                           uint64
+	removals, removeBusy                uint64
 }
 
 // Stats is a Manager's accounting. The slot counts always satisfy
@@ -31,6 +32,9 @@ type Stats struct {
 	Stores, StoreFailures, Skipped, NotAdmitted, Refused uint64
 	// Evictions counts blocks evicted to make room.
 	Evictions uint64
+	// Removed counts blocks Remove dropped; RemoveBusy keys Remove left
+	// because a job held them.
+	Removed, RemoveBusy uint64
 	// Loads counts blocks loaded; LoadFailures load jobs that failed (a
 	// corrupt block, dropped).
 	Loads, LoadFailures uint64
@@ -70,7 +74,7 @@ func (m *Manager) stats() Stats {
 		Free: m.nFree, Evictable: m.nEvictable, StorePending: m.nStoring, LoadPinned: m.nPinned,
 		Lookups: c.lookups, Hits: c.hits, Misses: c.misses, Pending: c.pending,
 		Stores: c.stores, StoreFailures: c.storeFailures, Skipped: c.skipped, NotAdmitted: c.notAdmitted, Refused: c.refused,
-		Evictions: c.evictions, Loads: c.loads, LoadFailures: c.loadFailures,
+		Evictions: c.evictions, Removed: c.removals, RemoveBusy: c.removeBusy, Loads: c.loads, LoadFailures: c.loadFailures,
 		StaleCompletions: c.stale, InvalidCompletions: c.invalid, JobsInFlight: m.inFlight,
 		Recovered: c.recovered, CopyConflicts: m.clashes.Load(),
 	}
