@@ -71,6 +71,15 @@ func (m unpinnedManager) CompleteLoad(tier.Job) error { return nil }
 
 func (m unpinnedManager) Stats() tier.Stats { return m.Manager.Stats() }
 
+// silentRemover removes what it should but reports no busy key: a caller
+// that retries the busy ones after Drain never learns which they are.
+type silentRemover struct{ *tier.Manager }
+
+func (m silentRemover) Remove(keys, busy []tier.Key) (int, []tier.Key, error) {
+	n, _, err := m.Manager.Remove(keys, nil)
+	return n, busy, err
+}
+
 func brokenHost(wrap func(*host.Tier) tier.Storage) (*tier.Manager, error) {
 	st, err := host.New(512, 16, host.WithHeap())
 	if err != nil {
@@ -92,12 +101,12 @@ func TestBrokenTiers(t *testing.T) {
 			return conformance.CheckTier(func() (*tier.Manager, error) {
 				return brokenHost(func(h *host.Tier) tier.Storage { return lostStorage{h} })
 			})
-		}, []string{"RoundTrip", "Pins"}, conformance.ErrLost},
+		}, []string{"RoundTrip", "Pins", "Remove"}, conformance.ErrLost},
 		{"torn read served", func() error {
 			return conformance.CheckTier(func() (*tier.Manager, error) {
 				return brokenHost(func(h *host.Tier) tier.Storage { return tornStorage{h} })
 			})
-		}, []string{"RoundTrip", "Pins"}, conformance.ErrCorrupted},
+		}, []string{"RoundTrip", "Pins", "Remove"}, conformance.ErrCorrupted},
 		{"stale generation accepted", func() error {
 			return conformance.CheckTier(func() (staleManager, error) {
 				m, err := brokenHost(func(h *host.Tier) tier.Storage { return h })
@@ -109,13 +118,19 @@ func TestBrokenTiers(t *testing.T) {
 				m, err := brokenHost(func(h *host.Tier) tier.Storage { return h })
 				return driftManager{m}, err
 			})
-		}, []string{"RoundTrip", "Accounting", "Pins", "Jobs"}, conformance.ErrAccounting},
+		}, []string{"RoundTrip", "Accounting", "Pins", "Jobs", "Remove"}, conformance.ErrAccounting},
 		{"pinned block evicted", func() error {
 			return conformance.CheckTier(func() (unpinnedManager, error) {
 				m, err := brokenHost(func(h *host.Tier) tier.Storage { return h })
 				return unpinnedManager{m}, err
 			})
-		}, []string{"Accounting", "Pins", "Jobs"}, nil},
+		}, []string{"Accounting", "Pins", "Jobs", "Remove"}, nil},
+		{"remove reports no busy block", func() error {
+			return conformance.CheckTier(func() (silentRemover, error) {
+				m, err := brokenHost(func(h *host.Tier) tier.Storage { return h })
+				return silentRemover{m}, err
+			})
+		}, []string{"Remove"}, conformance.ErrContract},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

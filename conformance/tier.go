@@ -54,7 +54,11 @@ const tierMin = 8
 //   - jobs: a completion after Reset fails with tier.ErrStaleJob, a
 //     second or forged one with tier.ErrInvalidJob, and neither changes
 //     what the tier serves;
-//   - events: BlockStored and BlockRemoved name the keys, with a medium.
+//   - events: BlockStored and BlockRemoved name the keys, with a medium;
+//   - remove (only for a tier that is a TierRemover): exactly the
+//     resident blocks no job holds leave, their slots are free, one
+//     BlockRemoved event names them, the busy ones are reported, and the
+//     jobs and the other blocks are as they were.
 //
 // The suite closes the tiers it is given.
 func TestTier[T Tier](t *testing.T, newT func(t *testing.T) T) {
@@ -82,6 +86,14 @@ var tierCases = []testCase[Tier]{
 	{name: "Pins", explanation: "a pinned block is never evicted; PrepareStore refuses with ErrNoSpace, evicting nothing, when too little is evictable, and never evicts a key of its own call", run: tierPins},
 	{name: "Jobs", explanation: "a completion after Reset fails with ErrStaleJob, a second or forged one with ErrInvalidJob, and neither changes what the tier serves", run: tierJobs},
 	{name: "Events", explanation: "BlockStored and BlockRemoved events name the blocks, each with the tier's medium", run: tierEvents},
+	{name: "Remove", explanation: "a tier with Remove drops exactly the resident blocks no job holds, frees their slots, announces them in one BlockRemoved event, reports the busy ones and leaves every job and every other block as it was", run: tierRemove},
+}
+
+// TierRemover is the optional capability of a Tier to drop blocks before
+// eviction reaches them (*tier.Manager has it). The suite checks it only
+// on a tier that has it, as fstest checks a GlobFS only if the FS is one.
+type TierRemover interface {
+	Remove(keys []tier.Key, busy []tier.Key) (removed int, _ []tier.Key, err error)
 }
 
 // tierKey returns the suite's i-th key.
@@ -424,4 +436,69 @@ func tierEvents(r *run[Tier]) error {
 		return violationf(ErrLost, "one block evicted, %d announced by BlockRemoved", len(removed))
 	}
 	return nil
+}
+
+func tierRemove(r *run[Tier]) error {
+	rm, ok := r.x.(TierRemover)
+	if !ok {
+		return skip("the tier has no Remove")
+	}
+	n, err := tierSize(r.x)
+	if err != nil {
+		return err
+	}
+	c, half := r.x.Capacity(), n/2
+	if err := tierStore(r, 0, half); err != nil {
+		return err
+	}
+	lp, err := r.x.PrepareLoad(tierKeys(0, 1))
+	if err != nil {
+		return contractErr("PrepareLoad", err)
+	}
+	sp, err := r.x.PrepareStore(tierKeys(half, half+1))
+	if err != nil {
+		return contractErr("PrepareStore", err)
+	}
+	r.x.TakeEvents(nil)
+	// Blocks 1 and 2 are removable; 0 is load-pinned, half is being
+	// stored, n+5 is absent, 1 is given twice.
+	ks := append(tierKeys(0, 3), tierKey(half), tierKey(n+5), tierKey(1))
+	removed, busy, err := rm.Remove(ks, nil)
+	if err != nil {
+		return contractErr("Remove", err)
+	}
+	if want := []tier.Key{tierKey(0), tierKey(half)}; removed != 2 || !slices.Equal(busy, want) {
+		return violationf(ErrContract, "Remove of 2 removable, 2 busy and 1 absent block removed %d and reported busy %v, want 2 and %v", removed, busy, want)
+	}
+	for i, res := range r.x.Lookup(tierKeys(0, 3), nil) {
+		if want := [3]tier.Result{tier.Hit, tier.Miss, tier.Miss}[i]; res != want {
+			return violationf(ErrAliased, "after Remove, block %d looks up as %v, want %v", i, res, want)
+		}
+	}
+	if err := tierAccount(r.x, "after Remove", &[4]int{c - half + 2 - 1, half - 3, 1, 1}); err != nil {
+		return err
+	}
+	var gone []tier.Key
+	for _, e := range r.x.TakeEvents(nil) {
+		if e.Kind == tier.BlockStored || e.Medium == "" {
+			return violationf(ErrContract, "Remove recorded a %v event (medium %q)", e.Kind, e.Medium)
+		}
+		gone = append(gone, e.Keys...)
+	}
+	if !slices.Equal(gone, tierKeys(1, 3)) {
+		return violationf(ErrLost, "Remove of blocks 1 and 2 announced %d keys by BlockRemoved", len(gone))
+	}
+	if err := r.x.CompleteStore(sp.Job, true); err != nil {
+		return contractErr("CompleteStore after a Remove that found it busy", err)
+	}
+	if err := r.x.CompleteLoad(lp.Job); err != nil {
+		return contractErr("CompleteLoad after a Remove that found it busy", err)
+	}
+	if err := tierVerify(r, 3, half); err != nil {
+		return err
+	}
+	if removed, busy, err := rm.Remove(tierKeys(0, 1), nil); err != nil || removed != 1 || len(busy) != 0 {
+		return violationf(ErrContract, "Remove of a block whose load completed: %d removed, busy %v, %v", removed, busy, err)
+	}
+	return tierAccount(r.x, "after the jobs and a second Remove", &[4]int{c - half + 2, half - 2, 0, 0})
 }
