@@ -1,7 +1,9 @@
 // Package mmap is a pool backing in one contiguous anonymous memory mapping:
 // block i is bytes [i×size, (i+1)×size) of a private, read-write region
 // mapped outside the Go heap. The region can be bound to a NUMA node, backed
-// by transparent huge pages, pre-faulted and locked in memory.
+// by transparent huge pages, pre-faulted and locked in memory, or mapped
+// shared from a named file in /dev/shm (WithFile) so that its blocks
+// outlive the process.
 //
 // Choose backing/heap by default. Choose this package when the blocks must
 // be placed: on the NUMA node of the cores that use them (WithNode, Bind),
@@ -69,6 +71,9 @@ const maxNodes = 4096
 type Backing struct {
 	mem    []byte  // the whole mapping, page-rounded; nil once closed
 	addr   uintptr // start of mem, for the syscalls and Span; 0 for a Go-heap region
+	off    int     // offset of block 0 in mem: the page-rounded meta area of WithMeta
+	meta   int     // bytes of the meta area (WithMeta)
+	file   *file   // the mapped file and its lock (WithFile); nil for anonymous memory
 	size   int     // block size
 	n      int     // number of blocks; 0 once closed
 	node   int     // node of the last successful bind, if bound
@@ -79,6 +84,12 @@ type Backing struct {
 }
 
 var _ pool.Backing = (*Backing)(nil)
+
+// file is the mapped file of WithFile, held open (and locked) until Close.
+type file struct {
+	f    *os.File
+	path string
+}
 
 // Option configures New. The options are the functions of this package that
 // return one.
@@ -91,6 +102,10 @@ type config struct {
 	prefault bool
 	locked   bool
 	fallback bool
+	path     string // WithFile
+	hasPath  bool
+	meta     int // WithMeta
+	hasMeta  bool
 }
 
 type optionFunc func(*config)
@@ -143,6 +158,50 @@ func WithPrefault() Option { return optionFunc(func(c *config) { c.prefault = tr
 // the limit is 0) and says to raise the limit.
 func WithLocked() Option { return optionFunc(func(c *config) { c.locked = true }) }
 
+// WithFile maps the region from the file at path, shared (MAP_SHARED),
+// instead of anonymous memory: a file under /dev/shm or any tmpfs or
+// hugetlbfs mount, so that the blocks outlive the process and another
+// process can map them after it. New creates the file (mode 0600) if it
+// does not exist and sizes a new or empty file to exactly the region: the
+// WithMeta area, page-rounded, then blockSize×blocks bytes (on hugetlbfs,
+// which sizes files in huge pages only, rounded up to its page size). A
+// file of another size is refused with an error wrapping
+// pool.ErrInvalidConfig, and its contents are left alone. The contents of
+// an existing file are kept: the blocks are not zeroed.
+//
+// The file has one owner at a time: New takes an exclusive lock on it
+// (flock(2), LOCK_EX|LOCK_NB) that Close, or the owner's death, releases,
+// and fails with an error wrapping ErrFileLocked while another Backing
+// holds it, in this process or another. Close unmaps and unlocks the file
+// but does not remove it: remove it (os.Remove) when its blocks are no
+// longer wanted.
+//
+// Choose it for host memory that must survive a restart of the process
+// that fills it (tier/host's WithSharedFile). Do not choose it for a file
+// on a disk file system: the kernel then writes dirty pages back to the
+// device at its own pace, with no checksum and no ordering; tier/disk is
+// built for that. It cannot be combined with WithFallback (a Go-heap
+// region shares nothing) or WithHugePages (use a hugetlbfs path for huge
+// pages). Linux only: elsewhere New fails with an error wrapping
+// errors.ErrUnsupported.
+func WithFile(path string) Option {
+	return optionFunc(func(c *config) { c.path, c.hasPath = path, true })
+}
+
+// WithMeta reserves n bytes for the caller's own metadata before block 0,
+// in the same mapping: Meta returns them, and block 0 starts at the next
+// page boundary (the next huge page on hugetlbfs). It needs WithFile: it
+// is where a user of a shared file keeps what must outlive the process
+// with the blocks (tier/host keeps a header per block there). n must be
+// positive.
+func WithMeta(n int) Option {
+	return optionFunc(func(c *config) { c.meta, c.hasMeta = n, true })
+}
+
+// ErrFileLocked is the error New wraps when the file of WithFile is held
+// by another Backing, in this process or another.
+var ErrFileLocked = errors.New("mmap: file is mapped by another owner")
+
 // New maps one region for blocks blocks of blockSize bytes each, zeroed,
 // and applies the options in this order: huge-page advice, bind, prefault,
 // lock. The region's length is blockSize×blocks rounded up to the page size
@@ -185,6 +244,9 @@ func New(blockSize, blocks int, opts ...Option) (*Backing, error) {
 			return nil, err
 		}
 	}
+	if cfg.hasPath || cfg.hasMeta {
+		return newFileChecked(blockSize, blocks, cfg)
+	}
 	if cfg.fallback && (!canMap || race.Enabled) {
 		// Go heap memory, zeroed by make; the garbage collector keeps it
 		// until Close drops it.
@@ -208,6 +270,26 @@ func New(blockSize, blocks int, opts ...Option) (*Backing, error) {
 
 const maxInt = int(^uint(0) >> 1)
 
+// newFileChecked checks the options of a file mapping, then maps it.
+func newFileChecked(blockSize, blocks int, cfg config) (*Backing, error) {
+	switch {
+	case !cfg.hasPath:
+		return nil, fmt.Errorf("%w: mmap: WithMeta needs WithFile", pool.ErrInvalidConfig)
+	case cfg.path == "":
+		return nil, fmt.Errorf("%w: mmap: WithFile with an empty path", pool.ErrInvalidConfig)
+	case cfg.fallback || cfg.huge:
+		return nil, fmt.Errorf("%w: mmap: WithFile cannot be combined with WithFallback or WithHugePages", pool.ErrInvalidConfig)
+	case cfg.hasMeta && (cfg.meta <= 0 || cfg.meta > maxInt/2):
+		return nil, fmt.Errorf("%w: mmap: WithMeta(%d)", pool.ErrInvalidConfig, cfg.meta)
+	case cfg.meta > maxInt/2-blockSize*blocks:
+		return nil, fmt.Errorf("%w: mmap: %d blocks of %d bytes and %d bytes of meta overflow an int", pool.ErrInvalidConfig, blocks, blockSize, cfg.meta)
+	}
+	if err := sysmem.Fits(uint64(blockSize)*uint64(blocks) + uint64(cfg.meta)); err != nil {
+		return nil, fmt.Errorf("%w: mmap backing of %d blocks of %d bytes: %v", pool.ErrInvalidConfig, blocks, blockSize, err)
+	}
+	return newFileBacking(blockSize, blocks, cfg)
+}
+
 // Len returns the number of blocks; 0 after Close, and for a nil or zero
 // Backing.
 func (b *Backing) Len() int {
@@ -224,8 +306,27 @@ func (b *Backing) Block(i int) []byte {
 	if uint(i) >= uint(b.Len()) {
 		return nil
 	}
-	lo, hi := i*b.size, (i+1)*b.size
+	lo, hi := b.off+i*b.size, b.off+(i+1)*b.size
 	return b.mem[lo:hi:hi]
+}
+
+// Meta returns the metadata area of WithMeta: exactly the bytes asked
+// for, before block 0 in the same mapping (so, with WithFile, in the same
+// file). It returns nil without WithMeta and after Close. Like a block,
+// it must not be used after Close.
+func (b *Backing) Meta() []byte {
+	if b == nil || b.mem == nil || b.meta == 0 {
+		return nil
+	}
+	return b.mem[:b.meta:b.meta]
+}
+
+// Path returns the file of WithFile, or "" for anonymous memory.
+func (b *Backing) Path() string {
+	if b == nil || b.file == nil {
+		return ""
+	}
+	return b.file.path
 }
 
 // Mapped reports whether the blocks live in a memory mapping (false for a
@@ -238,8 +339,9 @@ func (b *Backing) Mapped() bool { return b != nil && b.mem != nil && !b.goHeap }
 func (b *Backing) HugePages() bool { return b != nil && b.mem != nil && b.huge }
 
 // Span returns the start address and length of the whole mapping: blocks
-// occupy the first Len()×blockSize bytes, and the length is rounded up to
-// the page size (the huge page size with WithHugePages). It returns 0, 0
+// occupy Len()×blockSize bytes after the page-rounded WithMeta area (at
+// the start without one), and the length is rounded up to the page size
+// (the huge page size with WithHugePages or on hugetlbfs). It returns 0, 0
 // after Close. The address is for diagnostics and for system calls such as
 // madvise on the region; it is not a Go pointer.
 func (b *Backing) Span() (addr uintptr, length int) {
@@ -339,15 +441,22 @@ func (b *Backing) Close() error {
 		b.closed = true
 		return nil
 	}
-	mem := b.mem
+	mem, f := b.mem, b.file
 	b.mem, b.addr, b.n, b.bound, b.closed = nil, 0, 0, false, true
 	if b.goHeap {
 		return nil // the garbage collector takes it
 	}
-	if err := unmap(mem); err != nil {
-		return fmt.Errorf("mmap: munmap of %d bytes: %w", len(mem), err)
+	var err error
+	if uerr := unmap(mem); uerr != nil {
+		err = fmt.Errorf("mmap: munmap of %d bytes: %w", len(mem), uerr)
 	}
-	return nil
+	if f != nil {
+		// After the unmap: the lock guards the mapping's life.
+		if cerr := f.f.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("mmap: closing %s: %w", f.path, cerr))
+		}
+	}
+	return err
 }
 
 // Node is one NUMA node of the machine.

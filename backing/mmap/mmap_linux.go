@@ -8,12 +8,14 @@ import (
 	"io/fs"
 	"math/bits"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
 
+	"github.com/locus-go/locus/pool"
 	"golang.org/x/sys/unix"
 )
 
@@ -146,6 +148,17 @@ func (b *Backing) prefault() error {
 		// nothing else can see it yet; writing a zero changes nothing but
 		// the page's residency.
 		page := os.Getpagesize()
+		if b.file != nil {
+			// A file's pages hold data: read one byte per page, which
+			// faults it in (a tmpfs page is allocated by a read fault
+			// too) and changes nothing; KeepAlive keeps the reads.
+			var sum byte
+			for off := 0; off < len(b.mem); off += page {
+				sum += b.mem[off]
+			}
+			runtime.KeepAlive(sum)
+			return nil
+		}
 		for off := 0; off < len(b.mem); off += page {
 			b.mem[off] = 0
 		}
@@ -342,4 +355,103 @@ func readList(fsys fs.FS, name string) ([]int, error) {
 		return nil, fmt.Errorf("mmap: %s/%s: %w", sysfsRoot, name, err)
 	}
 	return list, nil
+}
+
+// hugetlbfsMagic is statfs(2)'s f_type of a hugetlbfs mount.
+const hugetlbfsMagic = 0x958458f6
+
+// newFileBacking maps the file of WithFile, shared: the meta area, page
+// rounded (huge-page rounded on hugetlbfs), then the blocks. It creates,
+// locks and sizes the file first; on failure nothing stays mapped, open or
+// locked.
+func newFileBacking(blockSize, blocks int, cfg config) (b *Backing, err error) {
+	f, err := os.OpenFile(cfg.path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close() // releases the lock too
+		}
+	}()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %s: %w", cfg.path, err)
+	}
+	var lerr error
+	var st unix.Statfs_t
+	// The calls run inside Control, which keeps the descriptor open for
+	// them. The lock belongs to f's open file description: it lasts
+	// until f is closed, whoever holds the number.
+	if cerr := rc.Control(func(fd uintptr) {
+		if lerr = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB); lerr == nil {
+			lerr = unix.Fstatfs(int(fd), &st)
+		}
+	}); cerr != nil {
+		return nil, fmt.Errorf("mmap: %s: %w", cfg.path, cerr)
+	}
+	if errors.Is(lerr, unix.EWOULDBLOCK) {
+		return nil, fmt.Errorf("%w: %s: %w", ErrFileLocked, cfg.path, lerr)
+	}
+	if lerr != nil {
+		return nil, fmt.Errorf("mmap: %s: %w", cfg.path, lerr)
+	}
+	align := os.Getpagesize()
+	if uint32(st.Type) == hugetlbfsMagic && int(st.Bsize) > align {
+		align = int(st.Bsize) // hugetlbfs sizes and maps files in huge pages only
+	}
+	off := 0
+	if cfg.meta > 0 {
+		off = (cfg.meta + align - 1) / align * align
+	}
+	size := off + blockSize*blocks // newFileChecked bounded it
+	mapLen := (size + align - 1) / align * align
+	if align > os.Getpagesize() {
+		size = mapLen
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %w", err)
+	}
+	switch {
+	case fi.Size() == 0:
+		if err := f.Truncate(int64(size)); err != nil {
+			return nil, fmt.Errorf("mmap: sizing %s to %d bytes: %w", cfg.path, size, err)
+		}
+	case fi.Size() != int64(size):
+		return nil, fmt.Errorf("%w: mmap: %s holds %d bytes, not the %d of %d blocks of %d bytes and %d of meta",
+			pool.ErrInvalidConfig, cfg.path, fi.Size(), size, blocks, blockSize, cfg.meta)
+	}
+	var p unsafe.Pointer
+	var merr error
+	if cerr := rc.Control(func(fd uintptr) {
+		// The last page may run past the end of the file (size is exact,
+		// mapLen page-rounded): that is allowed, and no block reaches
+		// past the end.
+		p, merr = sysMmap(int(fd), 0, nil, uintptr(mapLen), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	}); cerr != nil {
+		return nil, fmt.Errorf("mmap: %s: %w", cfg.path, cerr)
+	}
+	if merr != nil {
+		return nil, fmt.Errorf("mmap: mapping %d bytes of %s: %w", mapLen, cfg.path, merr)
+	}
+	b = &Backing{
+		// mapLen bytes are mapped at p, outside the Go heap, until
+		// Close unmaps them; the mapping holds the file, not f.
+		mem:  unsafe.Slice((*byte)(p), mapLen),
+		addr: uintptr(p),
+		off:  off,
+		meta: cfg.meta,
+		file: &file{f: f, path: cfg.path},
+		size: blockSize,
+		n:    blocks,
+	}
+	if err := b.setup(cfg); err != nil {
+		b.file = nil // the deferred Close above closes f
+		if cerr := b.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	return b, nil
 }

@@ -30,3 +30,7 @@ func unmap(mem []byte) error { return errUnsupported }
 func hugePageSize() int { return 2 << 20 }
 
 func nodes() ([]Node, error) { return nil, errUnsupported }
+
+func newFileBacking(blockSize, blocks int, cfg config) (*Backing, error) {
+	return nil, errUnsupported
+}

@@ -17,10 +17,11 @@
 // Writes are not synced: a block survives the process being killed (the
 // kernel's page cache holds it), not a power loss, unless WithSyncWrites.
 // Slots are page-aligned and page-sized multiples, payload first: the
-// layout O_DIRECT needs; this version does buffered I/O. On Linux a new
-// file is preallocated with fallocate(2) (a sparse file where the file
-// system cannot). Files of the earlier format (header before payload) are
-// refused with ErrVersion.
+// layout O_DIRECT needs. I/O is buffered (through the page cache) unless
+// WithDirectIO asks for O_DIRECT. On Linux a new file is preallocated
+// with fallocate(2) (a sparse file where the file system cannot). Files
+// of the earlier format (header before payload) are refused with
+// ErrVersion.
 //
 // Use it as the tier behind the host tier: blocks too many for host memory
 // and worth more than recomputing them (disk tiers in the field admit only
@@ -57,12 +58,37 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	sync bool
+	sync   bool
+	direct bool
 }
 
 // WithSyncWrites syncs the file (fdatasync) after every block written, so
 // blocks survive a power loss, at the cost of a device flush per block.
 func WithSyncWrites() Option { return optionFunc(func(c *config) { c.sync = true }) }
+
+// WithDirectIO opens the file with O_DIRECT, so blocks move between the
+// device and the caller's buffers with no copy through the page cache:
+// the tier's reads then measure the device, not memory, and its writes
+// neither evict the engine's other page-cache contents nor pile up dirty
+// pages for writeback. Where the file system refuses O_DIRECT at open
+// (EINVAL: tmpfs before Linux 6.6, some FUSE and network file systems)
+// and on systems other than Linux, Open falls back to buffered I/O:
+// DirectIO reports which mode is in use.
+//
+// Direct I/O needs page-aligned buffers, offsets and lengths. A block of
+// whole pages whose buffer starts at a page boundary (a pool block from
+// backing/mmap, or any Go allocation of several pages) moves in one
+// preadv/pwritev with its header page, with no copy; any other block is
+// copied through a page-aligned bounce buffer from a pool (one more
+// memmove, one pread/pwrite of the whole slot).
+//
+// Choose it when the file is much larger than the memory the page cache
+// may take, or when loads must not be served from the page cache (to
+// measure the device, or to leave the cache to the engine). Do not choose
+// it when the file fits in free memory and is read back soon after being
+// written: buffered reads then come from memory, several times faster
+// than the device.
+func WithDirectIO() Option { return optionFunc(func(c *config) { c.direct = true }) }
 
 // Recovery counts what Open found in the file.
 type Recovery struct {
@@ -88,13 +114,15 @@ type Tier struct {
 	slots    int
 	slotSize int
 	cfg      config
+	direct   bool // the file is open with O_DIRECT
 
 	floor    atomic.Uint64
 	rec      []tier.Recovered
 	recovery Recovery
 	nextGen  uint64
 
-	bufs   sync.Pool // *[]byte of HeaderSize bytes
+	bufs   sync.Pool // *[]byte of HeaderSize bytes (a page-aligned page with O_DIRECT)
+	bounce sync.Pool // *[]byte: a page-aligned slot (payload span and header page), with O_DIRECT
 	closed atomic.Bool
 	// writeChunk splits a payload write into pwrites of this many bytes
 	// (0: one pwrite): the crash test uses it to make torn writes likely.
@@ -131,7 +159,7 @@ func Open(path string, blockSize, slots int, opts ...Option) (*Tier, error) {
 	}
 	ss := SlotSize(blockSize)
 	size := int64(superSize) + int64(slots)*int64(ss)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, direct, err := openFile(path, cfg.direct)
 	if err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
@@ -140,8 +168,13 @@ func Open(path string, blockSize, slots int, opts ...Option) (*Tier, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	t := &Tier{f: f, rc: rc, path: path, bs: blockSize, slots: slots, slotSize: ss, cfg: cfg, nextGen: 1}
-	t.bufs.New = func() any { b := make([]byte, HeaderSize); return &b }
+	t := &Tier{f: f, rc: rc, path: path, bs: blockSize, slots: slots, slotSize: ss, cfg: cfg, direct: direct, nextGen: 1}
+	if direct {
+		t.bufs.New = func() any { b := alignedBuf(pageSize); return &b }
+		t.bounce.New = func() any { b := alignedBuf(ss); return &b }
+	} else {
+		t.bufs.New = func() any { b := make([]byte, HeaderSize); return &b }
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
@@ -160,9 +193,35 @@ func Open(path string, blockSize, slots int, opts ...Option) (*Tier, error) {
 	return t, nil
 }
 
+// openFile opens path for the tier, with O_DIRECT if direct and the file
+// system takes it (see WithDirectIO), and says whether it did.
+func openFile(path string, direct bool) (*os.File, bool, error) {
+	const flags = os.O_RDWR | os.O_CREATE
+	if direct && oDirect != 0 {
+		f, err := sysOpen(path, flags|oDirect, 0o600)
+		if err == nil {
+			return f, true, nil
+		}
+		if !errors.Is(err, syscall.EINVAL) {
+			return nil, false, err
+		}
+	}
+	f, err := sysOpen(path, flags, 0o600)
+	return f, false, err
+}
+
+// sysOpen is os.OpenFile; tests replace it to refuse O_DIRECT as tmpfs
+// once did.
+var sysOpen = os.OpenFile
+
+// DirectIO reports whether the file is open with O_DIRECT: true only with
+// WithDirectIO, on Linux, on a file system that takes it.
+func (t *Tier) DirectIO() bool { return t != nil && t.direct }
+
 // create preallocates a fresh file: the superblock, then zeroed (empty)
 // slots (fallocate where the system has it, else a sparse file).
 func (t *Tier) create(size int64, s super) error {
+	t.recovery = Recovery{Empty: t.slots}
 	if err := preallocate(t.f, size); err != nil {
 		return fmt.Errorf("disk: preallocate %d bytes: %w", size, err)
 	}
@@ -170,7 +229,7 @@ func (t *Tier) create(size int64, s super) error {
 }
 
 func (t *Tier) writeSuper(s super) error {
-	b := make([]byte, superSize)
+	b := alignedBuf(superSize) // aligned for O_DIRECT
 	s.put(b)
 	if _, err := t.f.WriteAt(b, 0); err != nil {
 		return fmt.Errorf("disk: superblock: %w", err)
@@ -183,9 +242,14 @@ func (t *Tier) writeSuper(s super) error {
 
 // recover checks the superblock and rebuilds the index from every slot.
 func (t *Tier) recover(have, size int64, want super) error {
-	sb := make([]byte, superSize)
+	sb := alignedBuf(superSize)
 	if _, err := t.f.ReadAt(sb, 0); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("disk: superblock: %w", err)
+	}
+	if allZero(sb) {
+		// The superblock is written last when a file is made: a process
+		// killed in Open left this one. Make it afresh.
+		return t.create(max(have, size), want)
 	}
 	s, err := parseSuper(sb)
 	if err != nil {
@@ -204,6 +268,10 @@ func (t *Tier) recover(have, size int64, want super) error {
 	best := make(map[tier.Key]int) // key -> index in t.rec
 	hb := make([]byte, HeaderSize)
 	payload := make([]byte, t.bs)
+	if t.direct {
+		// Whole aligned pages; the checks below read the first bytes.
+		hb, payload = alignedBuf(pageSize), alignedBuf(payloadSpan(t.bs))
+	}
 	for slot := range t.slots {
 		off := t.offset(slot)
 		if _, err := t.f.ReadAt(hb, off+int64(payloadSpan(t.bs))); err != nil {
@@ -224,7 +292,7 @@ func (t *Tier) recover(have, size int64, want super) error {
 		if _, err := t.f.ReadAt(payload, off); err != nil {
 			return fmt.Errorf("disk: read slot %d: %w", slot, err)
 		}
-		if payloadSum(payload) != h.Sum {
+		if payloadSum(payload[:t.bs]) != h.Sum {
 			t.recovery.Discarded++
 			continue
 		}
@@ -242,6 +310,15 @@ func (t *Tier) recover(have, size int64, want super) error {
 	}
 	t.recovery.Recovered = len(t.rec)
 	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *Tier) offset(slot int) int64 { return superSize + int64(slot)*int64(t.slotSize) }
@@ -316,6 +393,12 @@ func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
 	}
 	off := t.offset(slot)
 	h := blockhdr.Header{Gen: gen, Key: k, Length: uint32(len(src)), Sum: payloadSum(src)}
+	if t.direct {
+		if err := t.writeDirect(off, h, src); err != nil {
+			return fmt.Errorf("disk: write slot %d: %w", slot, err)
+		}
+		return t.syncIf()
+	}
 	bp := t.bufs.Get().(*[]byte)
 	defer t.bufs.Put(bp)
 	h.Put(*bp, slotMagic)
@@ -343,12 +426,54 @@ func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
 			return fmt.Errorf("disk: write slot %d: %w", slot, err)
 		}
 	}
+	return t.syncIf()
+}
+
+func (t *Tier) syncIf() error {
 	if t.cfg.sync {
 		if err := t.f.Sync(); err != nil {
 			return fmt.Errorf("disk: sync: %w", err)
 		}
 	}
 	return nil
+}
+
+// writeDirect writes a slot through O_DIRECT: payload, then header page.
+// An aligned block of whole pages goes as it is, with its header page, in
+// one pwritev; any other is copied into a bounce slot first.
+func (t *Tier) writeDirect(off int64, h blockhdr.Header, src []byte) error {
+	span := payloadSpan(t.bs)
+	if t.writeChunk == 0 && len(src) == span && aligned(src) {
+		bp := t.bufs.Get().(*[]byte)
+		defer t.bufs.Put(bp)
+		clear(*bp)
+		h.Put(*bp, slotMagic)
+		return writev(t.f, t.rc, [][]byte{src, *bp}, off)
+	}
+	bp := t.bounce.Get().(*[]byte)
+	defer t.bounce.Put(bp)
+	b := *bp
+	copy(b, src)
+	clear(b[len(src):])
+	h.Put(b[span:], slotMagic)
+	if t.writeChunk == 0 {
+		_, err := t.f.WriteAt(b, off)
+		return err
+	}
+	// The crash test's torn writes: the payload in pieces of whole pages,
+	// then the header.
+	chunk := (t.writeChunk + pageSize - 1) / pageSize * pageSize
+	for p := 0; p < span; p += chunk {
+		n := min(chunk, span-p)
+		if _, err := t.f.WriteAt(b[p:p+n], off+int64(p)); err != nil {
+			return err
+		}
+		if t.chunkPause > 0 {
+			time.Sleep(t.chunkPause)
+		}
+	}
+	_, err := t.f.WriteAt(b[span:], off+int64(span))
+	return err
 }
 
 // ReadSlot reads the block of k written with generation gen from slot into
@@ -359,6 +484,20 @@ func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
 		return err
 	}
 	off := t.offset(slot)
+	if t.direct && !(len(dst) == payloadSpan(t.bs) && aligned(dst)) {
+		// Through a bounce slot: one pread of payload and header.
+		bp := t.bounce.Get().(*[]byte)
+		defer t.bounce.Put(bp)
+		b := *bp
+		if _, err := t.f.ReadAt(b, off); err != nil {
+			return fmt.Errorf("disk: read slot %d: %w", slot, err)
+		}
+		if err := t.checkRead(slot, k, gen, b[:len(dst)], b[payloadSpan(t.bs):]); err != nil {
+			return err
+		}
+		copy(dst, b)
+		return nil
+	}
 	bp := t.bufs.Get().(*[]byte)
 	defer t.bufs.Put(bp)
 	var err error
@@ -371,7 +510,12 @@ func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
 	if err != nil {
 		return fmt.Errorf("disk: read slot %d: %w", slot, err)
 	}
-	h, err := parseHeader(*bp)
+	return t.checkRead(slot, k, gen, dst, *bp)
+}
+
+// checkRead checks a slot's header hb and payload as read.
+func (t *Tier) checkRead(slot int, k tier.Key, gen uint64, dst, hb []byte) error {
+	h, err := parseHeader(hb)
 	switch {
 	case err != nil:
 		return fmt.Errorf("disk: slot %d: %w", slot, err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,18 +32,40 @@ func block(k tier.Key) []byte {
 	return b
 }
 
-func open(t *testing.T, path string, slots int) *disk.Tier {
+func open(t *testing.T, path string, slots int, opts ...disk.Option) *disk.Tier {
 	t.Helper()
-	d, err := disk.Open(path, bs, slots)
+	d, err := disk.Open(path, bs, slots, opts...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := len(opts) > 0 && runtime.GOOS == "linux"; d.DirectIO() != want {
+		t.Fatalf("DirectIO %v on %s, want %v", d.DirectIO(), path, want)
 	}
 	return d
 }
 
-func TestSlotRoundTripAndCorruption(t *testing.T) {
+// modes are the I/O modes every test of the file runs in: buffered, and
+// O_DIRECT (the test's temporary directory must be on a file system that
+// takes it: ext4, xfs, btrfs, tmpfs since Linux 6.6).
+var modes = []struct {
+	name string
+	opts []disk.Option
+}{
+	{"buffered", nil},
+	{"direct", []disk.Option{disk.WithDirectIO()}},
+}
+
+func forModes(t *testing.T, f func(t *testing.T, opts ...disk.Option)) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { f(t, m.opts...) })
+	}
+}
+
+func TestSlotRoundTripAndCorruption(t *testing.T) { forModes(t, testSlotRoundTripAndCorruption) }
+
+func testSlotRoundTripAndCorruption(t *testing.T, opts ...disk.Option) {
 	path := filepath.Join(t.TempDir(), "tier")
-	d := open(t, path, 4)
+	d := open(t, path, 4, opts...)
 	k := key(1)
 	if err := d.WriteSlot(2, k, 7, block(k)); err != nil {
 		t.Fatal(err)
@@ -77,19 +100,21 @@ func TestSlotRoundTripAndCorruption(t *testing.T) {
 		t.Errorf("flipped payload byte: %v", err)
 	}
 	_ = d.Close()
-	if _, err := disk.Open(path, bs, 5); !errors.Is(err, pool.ErrInvalidConfig) {
+	if _, err := disk.Open(path, bs, 5, opts...); !errors.Is(err, pool.ErrInvalidConfig) {
 		t.Errorf("reopen with another geometry: %v", err)
 	}
-	d = open(t, path, 4)
+	d = open(t, path, 4, opts...)
 	if r := d.Recovery(); r != (disk.Recovery{Discarded: 1, Empty: 3}) {
 		t.Errorf("recovery %+v", r)
 	}
 	_ = d.Close()
 }
 
-func TestRecoveryThroughManager(t *testing.T) {
+func TestRecoveryThroughManager(t *testing.T) { forModes(t, testRecoveryThroughManager) }
+
+func testRecoveryThroughManager(t *testing.T, opts ...disk.Option) {
 	path := filepath.Join(t.TempDir(), "tier")
-	d := open(t, path, 8)
+	d := open(t, path, 8, opts...)
 	m, err := tier.New(d)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +136,7 @@ func TestRecoveryThroughManager(t *testing.T) {
 	_ = sp
 	_ = m.Close()
 
-	d = open(t, path, 8)
+	d = open(t, path, 8, opts...)
 	if r := d.Recovery(); r.Recovered != 6 || r.Empty != 2 {
 		t.Fatalf("recovery %+v", r)
 	}
@@ -145,7 +170,7 @@ func TestRecoveryThroughManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = m.Close()
-	d = open(t, path, 8)
+	d = open(t, path, 8, opts...)
 	if r := d.Recovery(); r.Recovered != 0 || r.Stale != 6 {
 		t.Fatalf("after reset: %+v", r)
 	}
@@ -198,7 +223,11 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("run by TestCrash")
 	}
 	seed, _ := strconv.Atoi(os.Getenv("LOCUS_TIER_CRASH_SEED"))
-	d, err := disk.Open(path, bs, crashSlots)
+	var opts []disk.Option
+	if os.Getenv("LOCUS_TIER_CRASH_DIRECT") != "" {
+		opts = append(opts, disk.WithDirectIO())
+	}
+	d, err := disk.Open(path, bs, crashSlots, opts...)
 	if err != nil {
 		fmt.Println("E", err)
 		os.Exit(2)
@@ -232,7 +261,9 @@ func (l logged) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
 	return err
 }
 
-func TestCrash(t *testing.T) {
+func TestCrash(t *testing.T) { forModes(t, testCrash) }
+
+func testCrash(t *testing.T, opts ...disk.Option) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}
@@ -250,6 +281,9 @@ func TestCrash(t *testing.T) {
 		for life := range 3 { // several crashes into the same file
 			cmd := exec.Command(exe, "-test.run=^TestCrashChild$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "LOCUS_TIER_CRASH_FILE="+path, "LOCUS_TIER_CRASH_SEED="+strconv.Itoa(run*10+life+1))
+			if len(opts) > 0 {
+				cmd.Env = append(cmd.Env, "LOCUS_TIER_CRASH_DIRECT=1")
+			}
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -280,7 +314,7 @@ func TestCrash(t *testing.T) {
 			}
 			timer.Stop()
 			_ = cmd.Wait()
-			d, err := disk.Open(path, bs, crashSlots)
+			d, err := disk.Open(path, bs, crashSlots, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -357,9 +391,11 @@ func TestCrash(t *testing.T) {
 
 // A file of format 1 (its superblock's magic "LOCUSTR1") is refused with
 // ErrVersion, and left as it was; a fresh file takes its place once removed.
-func TestOpenOldFormat(t *testing.T) {
+func TestOpenOldFormat(t *testing.T) { forModes(t, testOpenOldFormat) }
+
+func testOpenOldFormat(t *testing.T, opts ...disk.Option) {
 	path := filepath.Join(t.TempDir(), "old")
-	d, err := disk.Open(path, bs, 2)
+	d, err := disk.Open(path, bs, 2, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,14 +408,14 @@ func TestOpenOldFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = f.Close()
-	if _, err := disk.Open(path, bs, 2); !errors.Is(err, disk.ErrVersion) {
+	if _, err := disk.Open(path, bs, 2, opts...); !errors.Is(err, disk.ErrVersion) {
 		t.Fatalf("format 1 file: %v, want ErrVersion", err)
 	}
 	if b, _ := os.ReadFile(path); !bytes.HasPrefix(b, []byte("LOCUSTR1")) {
 		t.Fatal("the refused file was changed")
 	}
 	_ = os.Remove(path)
-	d, err = disk.Open(path, bs, 2)
+	d, err = disk.Open(path, bs, 2, opts...)
 	if err != nil {
 		t.Fatalf("fresh file: %v", err)
 	}
@@ -389,10 +425,12 @@ func TestOpenOldFormat(t *testing.T) {
 // The payload sits at the slot's page-aligned start and its header at the
 // next page boundary after it; a block that is not whole pages (two
 // syscalls, not one) is stored and served as well.
-func TestSlotLayout(t *testing.T) {
+func TestSlotLayout(t *testing.T) { forModes(t, testSlotLayout) }
+
+func testSlotLayout(t *testing.T, opts ...disk.Option) {
 	for _, size := range []int{bs, 5000} {
 		path := filepath.Join(t.TempDir(), "t")
-		d, err := disk.Open(path, size, 3)
+		d, err := disk.Open(path, size, 3, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

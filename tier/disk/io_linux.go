@@ -88,3 +88,6 @@ func preadv(fd int, bufs [][]byte, off int64) error {
 	}
 	return nil
 }
+
+// oDirect is open(2)'s O_DIRECT (see WithDirectIO).
+const oDirect = unix.O_DIRECT

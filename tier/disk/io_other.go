@@ -31,3 +31,7 @@ func readv(f *os.File, _ syscall.RawConn, bufs [][]byte, off int64) error {
 	}
 	return nil
 }
+
+// oDirect is 0: direct I/O is implemented on Linux only; WithDirectIO
+// falls back to buffered I/O here.
+const oDirect = 0

@@ -19,6 +19,36 @@
 //
 //	st, err := host.New(blockSize, blocks, host.WithPrefault())
 //	m, err := tier.New(st)
+//
+// # Sharing the region
+//
+// WithSharedFile maps the region from a named file in shared memory
+// (/dev/shm, any tmpfs or hugetlbfs mount) instead of anonymous memory:
+//
+//	st, err := host.New(blockSize, blocks, host.WithSharedFile("/dev/shm/locus-host"), host.WithPrefault())
+//
+// The tier's index (which row holds which key) lives in the process, in
+// the tier.Manager; the file holds the rows and a header per row. So the
+// file is shared in time, not in space: it has one owner at a time (an
+// exclusive lock on the file, taken by New and released by Close or by
+// the owner's death), and New over the same path fails with an error
+// wrapping mmap.ErrFileLocked while another tier, in this process or
+// another, has it open. What sharing buys is recovery, as the disk tier
+// has it but at memory speed: the next owner, after the last one closed
+// the tier, exited or was killed (SIGKILL included), finds every block
+// that was completely written (Recovered, Recovery) and serves it again,
+// so an engine restart or upgrade keeps its host tier warm. A block whose
+// write was cut short is never served, and blocks written before a Reset
+// are not recovered. The file outlives the processes until it is removed
+// (os.Remove) or the machine reboots; it holds the rows (exactly
+// blockSize × blocks bytes, no rounding: Bytes) after their headers (64
+// bytes, then 72 a row, rounded up to a page). Each store writes its
+// row's header twice (cleared before the copy, set after it): 144 bytes
+// beside the block, no system call.
+//
+// A second process that maps the file while the owner writes it would see
+// the bytes but not the index, and rows that change under it: that is not
+// offered. A fleet that wants several live readers uses tier/redis.
 package host
 
 import (
@@ -54,6 +84,8 @@ type config struct {
 	mmapOpts []mmap.Option
 	reg      Registrar
 	nilOpt   bool
+	shared   string // WithSharedFile
+	isShared bool
 }
 
 // WithHeap puts the region on the Go heap instead of a mapping. Choose it
@@ -88,6 +120,16 @@ func WithRegistrar(r Registrar) Option {
 	})
 }
 
+// WithSharedFile puts the region in the named file at path, mapped shared
+// (mmap.WithFile): a file under /dev/shm, or on any tmpfs or hugetlbfs
+// mount, created if it does not exist. Its blocks then outlive the
+// process: see "Sharing the region" in the package doc for what that
+// means and what it does not. It cannot be combined with WithHeap. Linux
+// only: elsewhere New fails with an error wrapping errors.ErrUnsupported.
+func WithSharedFile(path string) Option {
+	return optionFunc(func(c *config) { c.shared, c.isShared = path, true })
+}
+
 type meta struct {
 	key   tier.Key
 	gen   uint64
@@ -112,6 +154,13 @@ type Tier struct {
 	reg    Registrar
 	floor  atomic.Uint64
 	closed bool
+
+	// With WithSharedFile: the file's superblock and row headers (the
+	// mapping's meta area), and what New found in them.
+	shared   *sharedMeta
+	rec      []tier.Recovered
+	recovery Recovery
+	nextGen  uint64
 }
 
 var _ tier.Storage = (*Tier)(nil)
@@ -132,17 +181,25 @@ func New(blockSize, blocks int, opts ...Option) (*Tier, error) {
 	if cfg.nilOpt {
 		return nil, fmt.Errorf("%w: host: nil registrar", pool.ErrInvalidConfig)
 	}
+	if cfg.isShared {
+		if cfg.heap {
+			return nil, fmt.Errorf("%w: host: WithSharedFile cannot be combined with WithHeap", pool.ErrInvalidConfig)
+		}
+		if blocks > 0 && blocks <= pool.MaxBlocks {
+			cfg.mmapOpts = append(cfg.mmapOpts, mmap.WithFile(cfg.shared), mmap.WithMeta(metaSize(blocks)))
+		}
+	}
 	if blockSize <= 0 || blocks <= 0 || blocks > pool.MaxBlocks {
 		return nil, fmt.Errorf("%w: host tier of %d blocks of %d bytes", pool.ErrInvalidConfig, blocks, blockSize)
 	}
-	t := &Tier{bs: blockSize, meta: make([]meta, blocks), reg: cfg.reg}
+	t := &Tier{bs: blockSize, meta: make([]meta, blocks), reg: cfg.reg, nextGen: 1}
 	var b pool.Backing
 	if !cfg.heap {
 		mb, err := mmap.New(blockSize, blocks, cfg.mmapOpts...)
 		switch {
 		case err == nil:
 			b, t.mapped = mb, mb
-		case errors.Is(err, errors.ErrUnsupported) && cfg.reg == nil:
+		case errors.Is(err, errors.ErrUnsupported) && cfg.reg == nil && !cfg.isShared:
 			cfg.heap = true
 		default:
 			return nil, fmt.Errorf("host: %w", err)
@@ -170,10 +227,19 @@ func New(blockSize, blocks int, opts ...Option) (*Tier, error) {
 		return nil, fmt.Errorf("host: %w", err)
 	}
 	t.rows = make([][]byte, blocks)
-	for i, h := range hs {
-		if t.rows[i], err = p.Bytes(h); err != nil {
+	for _, h := range hs {
+		// Row i is the backing's block i, whatever order the pool
+		// hands the blocks out in: a shared file's rows must be where
+		// the next process looks for them.
+		if t.rows[h.Index()], err = p.Bytes(h); err != nil {
 			_ = p.Close()
 			return nil, fmt.Errorf("host: %w", err)
+		}
+	}
+	if cfg.isShared {
+		if err := t.openShared(); err != nil {
+			_ = p.Close()
+			return nil, err
 		}
 	}
 	if t.reg != nil {
@@ -242,7 +308,13 @@ func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
 		return err
 	}
 	t.meta[slot].valid = false
+	if t.shared != nil {
+		t.shared.clear(slot) // before the payload: a write cut short leaves an empty row
+	}
 	copy(t.rows[slot], src)
+	if t.shared != nil {
+		t.shared.put(slot, k, gen, t.bs) // after it
+	}
 	t.meta[slot] = meta{key: k, gen: gen, valid: true}
 	return nil
 }
@@ -260,15 +332,42 @@ func (t *Tier) ReadSlot(slot int, k tier.Key, gen uint64, dst []byte) error {
 	return nil
 }
 
-// Recovered returns nothing: host memory does not outlive the process.
-func (t *Tier) Recovered() ([]tier.Recovered, uint64) { return nil, 1 }
+// Recovered returns the blocks New found in a shared file (nothing
+// otherwise: private host memory does not outlive the process) and the
+// next write generation.
+func (t *Tier) Recovered() ([]tier.Recovered, uint64) {
+	if t == nil {
+		return nil, 1
+	}
+	return append([]tier.Recovered(nil), t.rec...), t.nextGen
+}
 
-// Reset makes every block written below floor unreadable.
+// Recovery returns what New found in a shared file; zero otherwise.
+func (t *Tier) Recovery() Recovery {
+	if t == nil {
+		return Recovery{}
+	}
+	return t.recovery
+}
+
+// SharedFile returns the file of WithSharedFile, or "".
+func (t *Tier) SharedFile() string {
+	if t == nil || t.mapped == nil {
+		return ""
+	}
+	return t.mapped.Path()
+}
+
+// Reset makes every block written below floor unreadable (in a shared
+// file too: the floor is kept there).
 func (t *Tier) Reset(floor uint64) error {
-	if t == nil || t.rows == nil {
+	if t == nil || t.rows == nil || (t.closed && t.shared != nil) {
 		return pool.ErrClosed
 	}
 	t.floor.Store(floor)
+	if t.shared != nil {
+		t.shared.setFloor(floor)
+	}
 	return nil
 }
 
