@@ -68,6 +68,17 @@
 // Use it for a router in Go in front of locus engines in one process or
 // fed from their event streams, and to measure KV-aware routing
 // (locus-eval fleet). Do not use it as a replacement for llm-d's indexer in
-// a Kubernetes deployment: it has no pod discovery, no ZMQ subscriber of
-// its own (feed it kv.Event values) and no index backends besides memory.
+// a Kubernetes deployment: it has no pod discovery and no index backends
+// besides memory.
+//
+// # Events over the wire
+//
+// In a router process, Follow subscribes to an engine's kv/events
+// publisher over ZMQ (events.Subscribe: gaps filled from the replay
+// socket, restarts detected) and applies its batches to the Index as the
+// pod its topic names ("kv@<pod>@<model>", PodOf); a restarted engine's
+// pod is cleared first. ApplyDecoded and ApplyBatch apply decoded events
+// (events.Event) with Apply's semantics, for a router that reads the
+// sockets itself. In the engines' own process, Index.Subscriber needs no
+// socket.
 package fleet

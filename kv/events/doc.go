@@ -138,6 +138,24 @@
 // dropped before they were published (the owner's queue was full) are in
 // no replay: the gap stays, as in vLLM.
 //
+// # Reading the stream: Decode and Subscribe
+//
+// Decode (and DecodeMessage, with the topic and sequence frames) turns a
+// payload back into Event values, for both encodings and both hash forms,
+// strictly: anything else fails with ErrMalformed, and hostile lengths
+// cost no more memory than the payload's size. A hash comes back as a
+// WireHash, not a kv.Hash: the integer form is only the digest's last 8
+// bytes. Routers key blocks by its Uint64, as llm-d does.
+//
+// Subscribe is a router's end of the socket: a ZMQ SUB connection to a
+// publisher (this package's or vLLM's) that decodes each batch and hands
+// it on in sequence order. It fills a gap in the sequence numbers, and
+// the first batches of a late join, from the replay socket
+// (WithReplayFrom), counts what the replay could not give back
+// (Batch.Missed), marks the first batch of a restarted publisher
+// (Batch.Restarted), and connects again when the connection is lost.
+// fleet.Follow applies a Subscription's batches to a fleet.Index.
+//
 // # Dependencies
 //
 // This package is where locus imports ZMQ (github.com/go-zeromq/zmq4, a
