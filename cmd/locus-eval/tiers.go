@@ -1153,7 +1153,7 @@ const (
 	chatThinkSteps = 2000 // most steps between a reply and the next turn
 	defaultTraces  = 3
 	quickTraces    = 1
-	chatRuns       = 5 // the reference; 0, 1 and 2 tiers; 2 tiers with staged promotion
+	chatRuns       = 6 // the reference; 0, 1 and 2 tiers; 2 tiers with staged promotion; 1 tier by S3-FIFO
 )
 
 // tiersChat is the chat workload's section of the tiers document. It is
@@ -1192,6 +1192,8 @@ type tiersChatRun struct {
 	Tiers     int    `json:"tiers"`
 	HotBlocks int    `json:"hot_blocks"`
 	Promotion string `json:"promotion,omitempty"`
+	// Eviction is the tiers' eviction policy, "lru" or "s3-fifo".
+	Eviction string `json:"eviction,omitempty"`
 	// PromptTokens were admitted; HitTokens of them were found, in the
 	// hot pool (HotHitTokens) or a tier (the tiers' HitTokens);
 	// NotRecomputed is what the engine did not compute: the hot hits and
@@ -1244,6 +1246,7 @@ type chatSetup struct {
 	hot       int
 	tiers     []string // "host", "disk"
 	promotion kv.Promotion
+	s3fifo    bool // the tiers evict by S3-FIFO instead of LRU
 }
 
 // measureChat runs the chat trace with an unbounded hot pool (to size the
@@ -1283,6 +1286,9 @@ func measureChat(b *tiersBench) (*tiersChat, error) {
 		{name: "1 tier: host", hot: c.HotBlocks, tiers: []string{"host"}},
 		{name: "2 tiers: host, disk", hot: c.HotBlocks, tiers: []string{"host", "disk"}},
 		{name: "2 tiers: host, disk", hot: c.HotBlocks, tiers: []string{"host", "disk"}, promotion: kv.PromoteStaged},
+		// The second eviction policy on the same trace: the host tier is
+		// where the two differ (the disk tier holds every block).
+		{name: "1 tier: host, S3-FIFO", hot: c.HotBlocks, tiers: []string{"host"}, s3fifo: true},
 	} {
 		r, err := cr.run(s)
 		if err != nil {
@@ -1357,6 +1363,14 @@ func (cr *chatRunner) once(s chatSetup, n int) (res tiersChatRun, elapsed time.D
 	var topts []tier.Option
 	if cr.o.workers > 0 {
 		topts = append(topts, tier.WithWorkers(cr.o.workers))
+	}
+	res.Eviction = "lru"
+	if s.s3fifo {
+		topts = append(topts, tier.WithEviction(tier.NewS3FIFO))
+		res.Eviction = "s3-fifo"
+	}
+	if len(s.tiers) == 0 {
+		res.Eviction = ""
 	}
 	for _, kind := range s.tiers {
 		var st tier.Storage

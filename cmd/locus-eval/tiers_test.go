@@ -258,6 +258,9 @@ func TestTiersChatQuick(t *testing.T) {
 		t.Errorf("tokens not recomputed: reference %d, 0 tiers %d, 1 tier %d, 2 tiers %d; want increasing, 2 tiers = reference",
 			ref.NotRecomputed, none.NotRecomputed, one.NotRecomputed, two.NotRecomputed)
 	}
+	if s3 := c.Runs[5]; s3.Tiers != 1 || s3.Eviction != "s3-fifo" || one.Eviction != "lru" || s3.PromptTokens != one.PromptTokens {
+		t.Errorf("the S3-FIFO run: %+v; the LRU one: %+v", s3, one)
+	}
 	if staged.HitTokens != two.HitTokens || staged.NotRecomputed != two.NotRecomputed {
 		t.Errorf("staged promotion hit %d, not recomputed %d; direct %d, %d", staged.HitTokens, staged.NotRecomputed, two.HitTokens, two.NotRecomputed)
 	}
