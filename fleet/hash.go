@@ -40,8 +40,12 @@ func NewHasher(algo kv.HashAlgo, seed string, tokensPerBlock int) (*Hasher, erro
 
 // Append appends to dst the hashes of every full block of tokens, from the
 // first, for a request of key, and returns dst: the hashes to Score or
-// Pick. A partial last block has none.
+// Pick. A partial last block has none. A nil or zero Hasher appends
+// nothing.
 func (h *Hasher) Append(dst []kv.Hash, tokens []uint32, key kv.Key) []kv.Hash {
+	if h == nil || h.bs < 1 {
+		return dst
+	}
 	kh, _ := h.pool.Get().(*kv.Hasher)
 	if kh == nil {
 		kh, _ = kv.NewHasher(h.algo, h.seed) // checked by NewHasher

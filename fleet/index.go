@@ -75,12 +75,16 @@ type Index struct {
 	names  []string // by pod id
 	media  map[string]int32
 	medium []string // by medium id
+	// raw maps a medium as events spell it to its id, so that an event's
+	// medium is not lowercased (and allocated) again.
+	raw    map[string]int32
 	blocks map[uint64][]entry
 	// known is llm-d's engine-key → request-key mapping: the hashes a
 	// BlockStored with tokens indexed and no BlockRemoved has since found
 	// without entries.
 	known map[uint64]struct{}
 	st    IndexStats
+	keys  []uint64 // applyEvent's scratch: the event's hashes as keys
 }
 
 // IndexStats counts what an Index did with its events.
@@ -113,15 +117,19 @@ func NewIndex(opts ...IndexOption) (*Index, error) {
 	if x.hot = strings.ToLower(x.hot); x.hot == "" {
 		return nil, fmt.Errorf("%w: empty hot medium", ErrInvalidConfig)
 	}
-	x.pods, x.media = make(map[string]int32), make(map[string]int32)
+	x.pods, x.media, x.raw = make(map[string]int32), make(map[string]int32), make(map[string]int32)
 	x.blocks, x.known = make(map[uint64][]entry), make(map[uint64]struct{})
 	return x, nil
 }
 
 // Medium returns the medium an event's Medium is indexed under: lowercased,
-// and the hot medium for an empty one.
+// and the hot medium for an empty one (DefaultHotMedium for a nil or zero
+// Index).
 func (x *Index) Medium(m string) string {
 	if m == "" {
+		if x == nil || x.hot == "" {
+			return DefaultHotMedium
+		}
 		return x.hot
 	}
 	return strings.ToLower(m)
@@ -129,9 +137,9 @@ func (x *Index) Medium(m string) string {
 
 // Apply applies one event of pod to the index. It copies what it keeps, so
 // the caller may reuse ev (kv does). It fails with ErrInvalidPod for an
-// empty pod and ErrInvalidEvent for a nil event or an unknown kind; an
-// event llm-d would drop (an orphan) is not an error, it is counted in
-// Stats.
+// empty pod, ErrInvalidEvent for a nil event or an unknown kind, and
+// ErrInvalidConfig for a nil or zero Index; an event llm-d would drop (an
+// orphan) is not an error, it is counted in Stats.
 func (x *Index) Apply(pod string, ev *kv.Event) error {
 	if pod == "" {
 		return fmt.Errorf("%w: empty pod name", ErrInvalidPod)
@@ -139,21 +147,42 @@ func (x *Index) Apply(pod string, ev *kv.Event) error {
 	if ev == nil {
 		return fmt.Errorf("%w: nil", ErrInvalidEvent)
 	}
-	switch ev.Kind {
+	return applyEvent(x, pod, ev.Kind, ev.Medium, ev.Parent.Uint64(), ev.Hashes, len(ev.Tokens) > 0)
+}
+
+// hash64 is a block hash in either of its forms, kv.Hash or
+// events.WireHash: the index keys blocks by their 64-bit form, which both
+// carry.
+type hash64 interface{ Uint64() uint64 }
+
+// applyEvent is Apply and ApplyDecoded once their event is unpacked: it
+// checks the kind, converts the hashes to their 64-bit form in the index's
+// scratch slice (no allocation once it has grown) and applies the event
+// under the write lock. pod is not empty.
+func applyEvent[H hash64](x *Index, pod string, kind kv.EventKind, medium string, parent uint64, hashes []H, tokens bool) error {
+	if x == nil || x.blocks == nil {
+		return fmt.Errorf("%w: nil or zero index", ErrInvalidConfig)
+	}
+	switch kind {
 	case kv.BlockStored, kv.BlockRemoved, kv.AllBlocksCleared:
 	default:
-		return fmt.Errorf("%w: kind %v", ErrInvalidEvent, ev.Kind)
+		return fmt.Errorf("%w: kind %v", ErrInvalidEvent, kind)
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	keys := x.keys[:0]
+	for _, h := range hashes {
+		keys = append(keys, h.Uint64())
+	}
+	x.keys = keys
 	p := x.podLocked(pod)
-	switch ev.Kind {
+	switch kind {
 	case kv.BlockStored:
 		x.st.Stored++
-		x.storeLocked(entry{pod: p, medium: x.mediumLocked(x.Medium(ev.Medium))}, ev)
+		x.storeLocked(entry{pod: p, medium: x.rawMediumLocked(medium)}, parent, keys, tokens)
 	case kv.BlockRemoved:
 		x.st.Removed++
-		x.removeLocked(entry{pod: p, medium: x.mediumLocked(x.Medium(ev.Medium))}, ev.Hashes)
+		x.removeLocked(entry{pod: p, medium: x.rawMediumLocked(medium)}, keys)
 	case kv.AllBlocksCleared:
 		x.st.Cleared++
 		x.clearLocked(p)
@@ -173,6 +202,9 @@ func (x *Index) Subscriber(pod string) func(*kv.Event) {
 // Clear removes every entry of pod, as AllBlocksCleared does: for a pod
 // that left the fleet.
 func (x *Index) Clear(pod string) {
+	if x == nil {
+		return
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if p, ok := x.pods[pod]; ok {
@@ -182,6 +214,9 @@ func (x *Index) Clear(pod string) {
 
 // Stats returns the index's counts.
 func (x *Index) Stats() IndexStats {
+	if x == nil {
+		return IndexStats{}
+	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	st := x.st
@@ -200,6 +235,9 @@ type Entry struct {
 // Entries appends the entries of block h to dst, least recently added
 // first, and returns dst.
 func (x *Index) Entries(dst []Entry, h kv.Hash) []Entry {
+	if x == nil {
+		return dst
+	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	for _, e := range x.blocks[h.Uint64()] {
@@ -228,20 +266,32 @@ func (x *Index) mediumLocked(name string) int32 {
 	return m
 }
 
-// storeLocked applies a BlockStored: llm-d's processEventBatch for
-// *BlockStoredEvent, with request keys equal to engine keys.
-func (x *Index) storeLocked(e entry, ev *kv.Event) {
-	if parent := ev.Parent.Uint64(); parent != 0 {
+// rawMediumLocked returns the id of the medium an event's Medium m is
+// indexed under (Medium), interning it.
+func (x *Index) rawMediumLocked(m string) int32 {
+	if id, ok := x.raw[m]; ok {
+		return id
+	}
+	id := x.mediumLocked(x.Medium(m))
+	x.raw[m] = id
+	return id
+}
+
+// storeLocked applies a BlockStored of keys with parent key parent (0
+// for none), with tokens or a placeholder without: llm-d's
+// processEventBatch for *BlockStoredEvent, with request keys equal to
+// engine keys.
+func (x *Index) storeLocked(e entry, parent uint64, keys []uint64, tokens bool) {
+	if parent != 0 {
 		if _, ok := x.known[parent]; !ok {
 			x.st.Orphans++
 			return
 		}
 	}
-	if len(ev.Tokens) == 0 {
+	if !tokens {
 		// A placeholder: llm-d's handleDeviceTierUpdate resolves each
 		// engine key and adds the entry to the resolved keys.
-		for _, h := range ev.Hashes {
-			k := h.Uint64()
+		for _, k := range keys {
 			if _, ok := x.known[k]; !ok {
 				x.st.Unresolved++
 				continue
@@ -250,8 +300,7 @@ func (x *Index) storeLocked(e entry, ev *kv.Event) {
 		}
 		return
 	}
-	for _, h := range ev.Hashes {
-		k := h.Uint64()
+	for _, k := range keys {
 		x.known[k] = struct{}{}
 		x.addLocked(k, e)
 	}
@@ -276,9 +325,8 @@ func (x *Index) addLocked(k uint64, e entry) {
 }
 
 // removeLocked applies a BlockRemoved: llm-d's Evict with an engine key.
-func (x *Index) removeLocked(e entry, hashes []kv.Hash) {
-	for _, h := range hashes {
-		k := h.Uint64()
+func (x *Index) removeLocked(e entry, keys []uint64) {
+	for _, k := range keys {
 		if _, ok := x.known[k]; !ok {
 			continue
 		}

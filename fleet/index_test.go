@@ -224,3 +224,21 @@ func sum(ws ...float64) float64 {
 	}
 	return s
 }
+
+// TestApplyAllocs: Apply converts an event's hashes into the index's
+// scratch slice, so applying an event whose pod, medium and blocks the
+// index has seen allocates nothing.
+func TestApplyAllocs(t *testing.T) {
+	hs := universe(t, 16)
+	x, err := fleet.NewIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := &kv.Event{Kind: kv.BlockStored, Hashes: hs, Tokens: []uint32{1}, BlockSize: 1, Medium: "CPU"}
+	if err := x.Apply("a", stored); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = x.Apply("a", stored) }); n != 0 {
+		t.Errorf("Apply allocates %v times an event; want 0", n)
+	}
+}

@@ -95,15 +95,29 @@ func NewRouter(s *Scorer, pods []string, p Policy) (*Router, error) {
 	return &Router{s: s, pods: append([]string(nil), pods...), policy: p, load: make([]int, len(pods))}, nil
 }
 
-// Pods returns the router's pods, in order.
-func (r *Router) Pods() []string { return append([]string(nil), r.pods...) }
+// Pods returns the router's pods, in order (none for a nil Router).
+func (r *Router) Pods() []string {
+	if r == nil {
+		return nil
+	}
+	return append([]string(nil), r.pods...)
+}
 
-// Policy returns the router's policy.
-func (r *Router) Policy() Policy { return r.policy }
+// Policy returns the router's policy (0 for a nil Router).
+func (r *Router) Policy() Policy {
+	if r == nil {
+		return 0
+	}
+	return r.policy
+}
 
 // Pick chooses the pod for a request whose block hashes are hashes and
-// counts the request in flight there until Done.
+// counts the request in flight there until Done. A nil or zero Router
+// picks none: a Decision with Index -1.
 func (r *Router) Pick(hashes []kv.Hash) Decision {
+	if r == nil || len(r.pods) == 0 || r.policy != RoundRobin && r.s == nil {
+		return Decision{Index: -1}
+	}
 	if r.policy == RoundRobin {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -144,6 +158,9 @@ func (r *Router) Pick(hashes []kv.Hash) Decision {
 // Scores returns every pod's score for hashes, in the router's pod order
 // (0 for a pod that does not hold the first block).
 func (r *Router) Scores(hashes []kv.Hash) []float64 {
+	if r == nil {
+		return nil
+	}
 	out := make([]float64, len(r.pods))
 	if r.s == nil {
 		return out
@@ -160,6 +177,9 @@ func (r *Router) Scores(hashes []kv.Hash) []float64 {
 // ErrInvalidPod for an index out of range and ErrNotBusy when the pod has
 // no request in flight.
 func (r *Router) Done(i int) error {
+	if r == nil {
+		return fmt.Errorf("%w: nil router", ErrInvalidConfig)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if i < 0 || i >= len(r.pods) {
@@ -174,6 +194,9 @@ func (r *Router) Done(i int) error {
 
 // Load returns the requests in flight per pod, in the router's pod order.
 func (r *Router) Load() []int {
+	if r == nil {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]int(nil), r.load...)

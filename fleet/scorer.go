@@ -68,16 +68,24 @@ func NewScorer(x *Index, w Weights) (*Scorer, error) {
 }
 
 // Weight returns the weight of a medium as the Index names it: the
-// configured one, else 1.0.
+// configured one, else 1.0 (0 for a nil Scorer).
 func (s *Scorer) Weight(medium string) float64 {
+	if s == nil {
+		return 0
+	}
 	if w, ok := s.weights[medium]; ok {
 		return w
 	}
 	return 1.0
 }
 
-// Index returns the index s scores over.
-func (s *Scorer) Index() *Index { return s.x }
+// Index returns the index s scores over (nil for a nil Scorer).
+func (s *Scorer) Index() *Index {
+	if s == nil {
+		return nil
+	}
+	return s.x
+}
 
 // Score returns the score of every pod that holds the first of hashes (a
 // request's block hashes from its first block, as kv.Hasher.AppendHashes

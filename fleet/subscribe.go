@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/locus-go/locus/kv"
 	"github.com/locus-go/locus/kv/events"
 )
 
@@ -40,26 +39,7 @@ func (x *Index) ApplyDecoded(pod string, ev *events.Event) error {
 	if ev == nil {
 		return fmt.Errorf("%w: nil", ErrInvalidEvent)
 	}
-	switch ev.Kind {
-	case kv.BlockStored, kv.BlockRemoved, kv.AllBlocksCleared:
-	default:
-		return fmt.Errorf("%w: kind %v", ErrInvalidEvent, ev.Kind)
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	p := x.podLocked(pod)
-	switch ev.Kind {
-	case kv.BlockStored:
-		x.st.Stored++
-		x.storeDecodedLocked(entry{pod: p, medium: x.mediumLocked(x.Medium(ev.Medium))}, ev)
-	case kv.BlockRemoved:
-		x.st.Removed++
-		x.removeDecodedLocked(entry{pod: p, medium: x.mediumLocked(x.Medium(ev.Medium))}, ev.Hashes)
-	case kv.AllBlocksCleared:
-		x.st.Cleared++
-		x.clearLocked(p)
-	}
-	return nil
+	return applyEvent(x, pod, ev.Kind, ev.Medium, ev.Parent.Uint64(), ev.Hashes, len(ev.Tokens) > 0)
 }
 
 // ApplyBatch applies a decoded batch of pod: it clears the pod first when
@@ -86,55 +66,6 @@ func (x *Index) ApplyBatch(pod string, b *events.Batch) error {
 		}
 	}
 	return nil
-}
-
-// storeDecodedLocked is storeLocked for a decoded event.
-func (x *Index) storeDecodedLocked(e entry, ev *events.Event) {
-	if parent := ev.Parent.Uint64(); parent != 0 {
-		if _, ok := x.known[parent]; !ok {
-			x.st.Orphans++
-			return
-		}
-	}
-	if len(ev.Tokens) == 0 {
-		for _, h := range ev.Hashes {
-			k := h.Uint64()
-			if _, ok := x.known[k]; !ok {
-				x.st.Unresolved++
-				continue
-			}
-			x.addLocked(k, e)
-		}
-		return
-	}
-	for _, h := range ev.Hashes {
-		k := h.Uint64()
-		x.known[k] = struct{}{}
-		x.addLocked(k, e)
-	}
-}
-
-// removeDecodedLocked is removeLocked for a decoded event.
-func (x *Index) removeDecodedLocked(e entry, hashes []events.WireHash) {
-	for _, h := range hashes {
-		k := h.Uint64()
-		if _, ok := x.known[k]; !ok {
-			continue
-		}
-		es := x.blocks[k]
-		for i, have := range es {
-			if have == e {
-				es = append(es[:i], es[i+1:]...)
-				break
-			}
-		}
-		if len(es) > 0 {
-			x.blocks[k] = es
-			continue
-		}
-		delete(x.blocks, k)
-		delete(x.known, k)
-	}
 }
 
 // Follower applies an engine's event stream, read from its kv/events

@@ -8,7 +8,11 @@
 #   dev-run.json, dev-thread.json   go run ./cmd/locus-eval -json, ... thread -json (the development machine)
 #   h100-run.json, h100-scale.json  scripts/manycore.sh run (16 cores beside an H100)
 #   h100-scale-repeat.json          an earlier scale run there (an earlier revision), for stability
-#   h100-tiers.json                 locus-eval tiers -json there (an earlier revision: no chat section)
+#   h100-tiers.json, h100-adapters.json, h100-chat-sha256.json, h100-chat-xxhash.json, h100-fleet.json
+#                                   locus-eval tiers -json -q, adapters -json -q, chat -json [-hash xxhash_cbor],
+#                                   fleet -json there (16 cores beside the H100; no Redis there)
+#   h100-scale-3.json               locus-eval scale -runs 10 -json there, at a later revision (not rendered:
+#                                   a third stability check of h100-scale.json)
 #   h100-gpu.json, h100-gpu-tests.log  scripts/gpu.sh run (the H100)
 #   dev-tiers.json                  go run ./cmd/locus-eval tiers -json (the development machine)
 #   dev-chat-sha256.json            go run ./cmd/locus-eval chat -json (the development machine)
@@ -23,5 +27,6 @@ trap 'rm -rf "$tmp"' EXIT
 go run ./cmd/locus-cuda report benchmarks/h100-gpu.json >"$tmp/gpu.md"
 go run ./cmd/locus-eval report -include "$tmp/gpu.md" \
 	benchmarks/dev-run.json benchmarks/h100-run.json benchmarks/dev-thread.json benchmarks/h100-scale.json \
-	benchmarks/dev-tiers.json benchmarks/h100-tiers.json benchmarks/dev-chat-sha256.json benchmarks/dev-chat-xxhash.json \
-	benchmarks/dev-adapters.json benchmarks/dev-fleet.json
+	benchmarks/dev-tiers.json benchmarks/h100-tiers.json \
+	benchmarks/dev-chat-sha256.json benchmarks/dev-chat-xxhash.json benchmarks/h100-chat-sha256.json benchmarks/h100-chat-xxhash.json \
+	benchmarks/dev-adapters.json benchmarks/h100-adapters.json benchmarks/dev-fleet.json benchmarks/h100-fleet.json

@@ -6,6 +6,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +18,15 @@ import (
 
 	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 )
+
+// init runs the engine process of fleet's process mode when the test
+// binary is re-executed as one (fleetEngineEnv set): the child path of
+// the command, through run, before the tests' flags are parsed.
+func init() {
+	if os.Getenv(fleetEngineEnv) != "" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+}
 
 // runFleetDoc runs "fleet -quick -json" with extra flags and decodes it.
 func runFleetDoc(t *testing.T, extra ...string) eval.Fleet {
@@ -70,9 +82,44 @@ func checkFleetDoc(t *testing.T, d eval.Fleet, runs int) {
 	}
 }
 
+// sameCounts fails unless the two documents' runs have the same counts:
+// everything but times, scrape counts and URLs.
+func sameCounts(t *testing.T, a, b eval.Fleet) {
+	t.Helper()
+	if len(a.Runs) != len(b.Runs) {
+		t.Fatalf("%d runs and %d", len(a.Runs), len(b.Runs))
+	}
+	for i := range a.Runs {
+		ra, rb := a.Runs[i], b.Runs[i]
+		for _, r := range []*eval.FleetRun{&ra, &rb} {
+			r.Seconds, r.Scrapes = 0, 0
+			r.Engines = append([]eval.FleetEngine(nil), r.Engines...)
+			for j := range r.Engines {
+				e := &r.Engines[j]
+				e.MetricsURL, e.ScrapedLoaded = "", 0
+			}
+		}
+		if !reflect.DeepEqual(ra, rb) {
+			t.Errorf("%s remote=%v: the counts differ:\n%+v\n%+v", ra.Router, ra.Remote, ra, rb)
+		}
+	}
+}
+
+// TestFleetQuick runs the engines as child processes (the test binary,
+// re-executed) and in process, and wants the same counts from both.
 func TestFleetQuick(t *testing.T) {
 	d := runFleetDoc(t)
 	checkFleetDoc(t, d, 2)
+	if !strings.Contains(d.Config.Processes, "child processes") || !strings.Contains(d.Config.Events, "fleet.Follow") {
+		t.Errorf("the document says engines %q, events %q; want child processes followed over ZMQ", d.Config.Processes, d.Config.Events)
+	}
+	in := runFleetDoc(t, "-inprocess")
+	checkFleetDoc(t, in, 2)
+	if !strings.HasPrefix(in.Config.Processes, "in process") || !strings.HasPrefix(in.Config.Events, "in process") {
+		t.Errorf("-inprocess: the document says engines %q, events %q", in.Config.Processes, in.Config.Events)
+	}
+	sameCounts(t, d, in)
+	checkNoFleetChildren(t)
 	if d.RemoteSkipped == "" {
 		t.Error("no -redis, and the document does not say the remote rows were skipped")
 	}
@@ -112,6 +159,86 @@ func TestFleetMiniredis(t *testing.T) {
 	d := runFleetDoc(t, "-redis", srv.Addr())
 	checkFleetDoc(t, d, 4)
 	checkRemote(t, d)
+	in := runFleetDoc(t, "-redis", srv.Addr(), "-inprocess")
+	checkFleetDoc(t, in, 4)
+	sameCounts(t, d, in)
+	checkNoFleetChildren(t)
+}
+
+// TestFleetEngineFails: an engine process that dies, or stalls, fails the
+// run with an error naming it, within the timeouts, and leaves no child
+// behind.
+func TestFleetEngineFails(t *testing.T) {
+	answer, exit := fleetAnswerTimeout, fleetExitTimeout
+	t.Cleanup(func() { fleetAnswerTimeout, fleetExitTimeout, fleetTestSpec = answer, exit, nil })
+	fleetAnswerTimeout, fleetExitTimeout = 2*time.Second, time.Second
+	three := 3
+	for _, tc := range []struct {
+		name string
+		set  func(*fleetSpec)
+		want string
+	}{
+		{"dies", func(s *fleetSpec) { s.DieAt = &three }, "engine-1: step 3: fleet-engine: dying at step 3"},
+		{"stalls", func(s *fleetSpec) { s.StallAt = &three }, "engine-1: step 3: no answer in 2s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fleetTestSpec = func(s *fleetSpec) {
+				if s.Name == "engine-1" {
+					tc.set(s)
+				}
+			}
+			start := time.Now()
+			var out, errb bytes.Buffer
+			code := run([]string{"fleet", "-quick"}, &out, &errb)
+			took := time.Since(start)
+			msg := errb.String()
+			if code != 2 || !strings.Contains(msg, "engine-1") || !strings.Contains(msg, tc.want) ||
+				!strings.Contains(msg, errFleetEngine.Error()) {
+				t.Errorf("exit %d, stderr %q; want 2 and an error naming engine-1 with %q", code, msg, tc.want)
+			}
+			t.Logf("%v: %s", took, strings.TrimSpace(msg))
+			if took > 20*time.Second {
+				t.Errorf("the run took %v to fail", took)
+			}
+			checkNoFleetChildren(t)
+		})
+	}
+}
+
+// checkNoFleetChildren fails if a process this one started is still
+// there (Linux: /proc lists the children whose parent is this process).
+func checkNoFleetChildren(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return
+	}
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := strconv.Itoa(os.Getpid())
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after ")".
+		i := bytes.LastIndexByte(b, ')')
+		if f := strings.Fields(string(b[i+1:])); i >= 0 && len(f) > 1 && f[1] == me {
+			t.Errorf("a child process is left: %s", strings.TrimSpace(string(b)))
+		}
+	}
+}
+
+// TestFleetEngineArgs: the hidden subcommand refuses arguments.
+func TestFleetEngineArgs(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"fleet-engine", "x"}, &out, &errb); code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+	if err := runFleetEngine(nil, strings.NewReader("not json"), &out); err == nil {
+		t.Errorf("a bad spec: %v", err)
+	}
 }
 
 // TestFleetRedisServer runs the remote-tier rows against a real

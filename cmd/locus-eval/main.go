@@ -48,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sub, rest := "", args
 	if len(args) > 0 {
 		switch args[0] {
-		case "thread", "report", "compare", "frag", "chat", "scale", "tiers", "fleet", "adapters":
+		case "thread", "report", "compare", "frag", "chat", "scale", "tiers", "fleet", "fleet-engine", "adapters":
 			sub, rest = args[0], args[1:]
 		}
 	}
@@ -70,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runTiers(rest, stdout, stderr)
 	case "fleet":
 		err = runFleet(rest, stdout, stderr)
+	case "fleet-engine": // hidden: an engine process of fleet
+		err = runFleetEngine(rest, os.Stdin, stdout)
 	case "adapters":
 		err = runAdapters(rest, stdout, stderr)
 	default:

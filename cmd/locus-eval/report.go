@@ -220,5 +220,9 @@ const (
 )
 
 func chatHeading(d *chatDoc) string {
-	return "The prefix cache: what it saves and what it costs (" + d.Config.Hash + ")"
+	h := "The prefix cache: what it saves and what it costs (" + d.Config.Hash
+	if d.Machine != nil {
+		h += "; " + d.Machine.String()
+	}
+	return h + ")"
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/backing/mmap"
 	"github.com/locus-go/locus/classes"
+	"github.com/locus-go/locus/fleet"
 	"github.com/locus-go/locus/kv"
 	"github.com/locus-go/locus/kv/events"
 	"github.com/locus-go/locus/pages"
@@ -84,6 +85,13 @@ func subjects(t *testing.T) []subject {
 	ss = append(ss, nilAndZero[cuda.Copier]()...)
 	ss = append(ss, nilAndZero[cuda.Registration]()...)
 	ss = append(ss, nilAndZero[redis.Tier]()...)
+	ss = append(ss, nilAndZero[events.Subscription]()...)
+	ss = append(ss, nilAndZero[fleet.Index]()...)
+	ss = append(ss, nilAndZero[fleet.Scorer]()...)
+	ss = append(ss, nilAndZero[fleet.Router]()...)
+	ss = append(ss, nilAndZero[fleet.Hasher]()...)
+	ss = append(ss, nilAndZero[fleet.Follower]()...)
+	ss = append(ss, nilAndZero[kv.Groups]()...)
 
 	ss = append(ss,
 		closed(t, "locus.DefaultPool", func() (*locus.DefaultPool, error) { return locus.Default(locus.WithBlocks(16)) }),

@@ -247,7 +247,11 @@ func WriteFleetText(w io.Writer, d *Fleet) error {
 
 // WriteFleetMarkdown writes the fleet section of BENCHMARKS.md.
 func WriteFleetMarkdown(w io.Writer, d *Fleet) {
-	fmt.Fprintln(w, "\n## A fleet: engines behind a router, with and without a shared remote tier")
+	heading := "\n## A fleet: engines behind a router, with and without a shared remote tier"
+	if d.Machine != nil {
+		heading += " (" + d.Machine.String() + ")"
+	}
+	fmt.Fprintln(w, heading)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Generated from a recorded `locus-eval fleet -json` run; do not edit by hand. The chat workload replayed")
 	fmt.Fprintln(w, "on a fleet of `kv.Manager` engines, each over a hot pool too small for every conversation, behind")
