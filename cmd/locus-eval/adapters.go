@@ -141,12 +141,8 @@ Flags:
 	if *steps < 1 || *steps > adpMaxSteps {
 		errs = append(errs, fmt.Errorf("%w: -batcher-steps %d; want 1 to %d", eval.ErrConfig, *steps, adpMaxSteps))
 	}
-	if o.dir != "" {
-		if fi, err := os.Stat(o.dir); err != nil {
-			errs = append(errs, fmt.Errorf("%w: -dir: %w", eval.ErrConfig, err))
-		} else if !fi.IsDir() {
-			errs = append(errs, fmt.Errorf("%w: -dir %s: not a directory", eval.ErrConfig, o.dir))
-		}
+	if err := checkDir(o.dir); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

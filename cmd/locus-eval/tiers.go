@@ -258,12 +258,8 @@ Flags:
 	if *workers < 0 || *workers > maxTierWorkers {
 		errs = append(errs, fmt.Errorf("%w: -workers %d; want 0 to %d", eval.ErrConfig, *workers, maxTierWorkers))
 	}
-	if o.dir != "" {
-		if fi, err := os.Stat(o.dir); err != nil {
-			errs = append(errs, fmt.Errorf("%w: -dir: %w", eval.ErrConfig, err))
-		} else if !fi.IsDir() {
-			errs = append(errs, fmt.Errorf("%w: -dir %s: not a directory", eval.ErrConfig, o.dir))
-		}
+	if err := checkDir(o.dir); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -948,10 +944,10 @@ func tiersTargets(d *tiersDoc) []tiersTarget {
 			bound = coldTargetNS
 		}
 		got := a.Load.Tier.MedianNS
-		t := tiersTarget{Name: fmt.Sprintf("ADR-006: %s (%s) load of a 16 MiB adapter < %s", a.Class, a.Tier, fmtNS(bound)),
+		t := tiersTarget{Name: fmt.Sprintf("ADR-006: %s (%s) load of a 16 MiB adapter < %s", a.Class, a.Tier, eval.FmtNS(bound)),
 			Tier: a.Tier, Op: "load", BlockBytes: a.BlockBytes, Measure: "median_load_ns",
 			Want: tiersBound{Op: "<", Value: bound, Unit: "ns"}, Got: got, Met: got < bound,
-			Detail: fmt.Sprintf("median %s, p99 %s; %s of the same 16 MiB: median %s", fmtNS(got), fmtNS(a.Load.Tier.P99NS), a.Limit, fmtNS(a.Load.Limit.MedianNS))}
+			Detail: fmt.Sprintf("median %s, p99 %s; %s of the same 16 MiB: median %s", eval.FmtNS(got), eval.FmtNS(a.Load.Tier.P99NS), a.Limit, eval.FmtNS(a.Load.Limit.MedianNS))}
 		ts = append(ts, t)
 	}
 	for _, row := range d.Rows {
@@ -1054,8 +1050,8 @@ func writeTiers(w io.Writer, d *tiersDoc) error {
 	for _, r := range d.Rows {
 		b := r.Bandwidth
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t[%.2f, %.2f]\t%d/%d\t\n",
-			r.Tier, r.Op, sizeName(r.BlockBytes), fmtNS(r.Latency.Tier.MedianNS), fmtNS(r.Latency.Tier.P99NS), r.Limit,
-			fmtNS(r.Latency.Limit.MedianNS), fmtNS(r.Latency.Limit.P99NS), b.Tier.GBps, b.Limit.GBps, b.Ratio.Median, b.Ratio.Lo, b.Ratio.Hi,
+			r.Tier, r.Op, sizeName(r.BlockBytes), eval.FmtNS(r.Latency.Tier.MedianNS), eval.FmtNS(r.Latency.Tier.P99NS), r.Limit,
+			eval.FmtNS(r.Latency.Limit.MedianNS), eval.FmtNS(r.Latency.Limit.P99NS), b.Tier.GBps, b.Limit.GBps, b.Ratio.Median, b.Ratio.Lo, b.Ratio.Hi,
 			r.Latency.Pairs, b.Pairs)
 	}
 	if err := tw.Flush(); err != nil {
@@ -1066,8 +1062,8 @@ func writeTiers(w io.Writer, d *tiersDoc) error {
 	fmt.Fprint(tw, "tier\tclass\tload p50\tp99\tlimit\tp50\tp99\ttier/limit\tpairs\t\n")
 	for _, a := range d.Adapter {
 		l := a.Load
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t\n", a.Tier, a.Class, fmtNS(l.Tier.MedianNS), fmtNS(l.Tier.P99NS),
-			a.Limit, fmtNS(l.Limit.MedianNS), fmtNS(l.Limit.P99NS), l.Ratio.Median, l.Pairs)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t\n", a.Tier, a.Class, eval.FmtNS(l.Tier.MedianNS), eval.FmtNS(l.Tier.P99NS),
+			a.Limit, eval.FmtNS(l.Limit.MedianNS), eval.FmtNS(l.Limit.P99NS), l.Ratio.Median, l.Pairs)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -1101,20 +1097,6 @@ func sizeName(n int) string {
 
 func itoa(n int) string { return fmt.Sprint(n) }
 
-// fmtNS is a duration in nanoseconds with three significant digits.
-func fmtNS(ns float64) string {
-	switch {
-	case math.IsNaN(ns):
-		return "n/a"
-	case ns < 1e3:
-		return fmt.Sprintf("%.0f ns", ns)
-	case ns < 1e6:
-		return fmt.Sprintf("%.3g µs", ns/1e3)
-	case ns < 1e9:
-		return fmt.Sprintf("%.3g ms", ns/1e6)
-	}
-	return fmt.Sprintf("%.3g s", ns/1e9)
-}
 
 // fileSystemOf names the file system that holds dir, from the mount
 // table ("" where the system has none): e.g. "ext4 on /dev/vda".
@@ -1559,4 +1541,18 @@ func bytesName(n uint64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// checkDir refuses a -dir that is given but is not a directory ("" is
+// the default: a temporary one).
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("%w: -dir: %w", eval.ErrConfig, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%w: -dir %s: not a directory", eval.ErrConfig, dir)
+	}
+	return nil
 }

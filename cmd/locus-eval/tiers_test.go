@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 )
 
 // statusOf is the exit status run gives err (see main.go).
@@ -218,8 +220,8 @@ func TestTiersStatistics(t *testing.T) {
 		}
 	}
 	for ns, want := range map[float64]string{850: "850 ns", 12345: "12.3 µs", 1.5e6: "1.5 ms", 2e9: "2 s"} {
-		if got := fmtNS(ns); got != want {
-			t.Errorf("fmtNS(%v) = %q, want %q", ns, got, want)
+		if got := eval.FmtNS(ns); got != want {
+			t.Errorf("FmtNS(%v) = %q, want %q", ns, got, want)
 		}
 	}
 }
