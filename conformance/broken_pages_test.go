@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/pages"
 	"github.com/locus-go/locus/pool"
 )
@@ -60,6 +61,7 @@ const (
 	pgBestFit16                  // best fit looks at the first 16 free runs that hold the run only
 	pgEvictAllocs                // an Alloc or Evict that evicts two runs or more allocates
 	pgCloseUnpublished           // Close does not publish: Snapshot keeps the last Stats
+	pgStatsOnlyPublish           // publishes at New, Stats and Close only, never when a reader asked
 )
 
 var refPagesIDs atomic.Uint32
@@ -96,8 +98,12 @@ type refPages struct {
 	allocs   int
 	sink     [][]byte
 
-	mu        sync.Mutex
-	pub, prev pages.Stats
+	// pub holds the latest publication and the one before it (for
+	// pgTornSnapshot); last is the latest, the owner's copy. Like a
+	// pages.Pool, the owner publishes at Stats and Close, and at its next
+	// Alloc, Free, Pin, Unpin or Evict when a Snapshot asked.
+	pub  snapshot.Cell[[2]pages.Stats]
+	last pages.Stats
 }
 
 func newRefPages(d pgDefect, fit pages.Fit, npages int) func(PagesConfig) (Pages, error) {
@@ -328,6 +334,7 @@ func (p *refPages) Alloc(n int, c pages.Content) (pages.Run, error) {
 		if p.d != pgFailedUncounted {
 			p.st.Failed++
 		}
+		p.step()
 		return pages.Run{}, pool.ErrExhausted
 	}
 	if p.d == pgOverlap && s > 0 && p.owner[s-1] >= 0 && p.gap(s) > n {
@@ -352,6 +359,7 @@ func (p *refPages) Alloc(n int, c pages.Content) (pages.Run, error) {
 	if p.high > 0 && p.d != pgNoWatermarks && p.used() >= p.high {
 		p.reclaim()
 	}
+	p.step()
 	return r, nil
 }
 
@@ -404,6 +412,7 @@ func (p *refPages) Free(r pages.Run) error {
 			p.evict(v)
 		}
 	}
+	p.step()
 	return nil
 }
 
@@ -419,6 +428,7 @@ func (p *refPages) Pin(r pages.Run) error {
 	if p.d == pgPin16 {
 		p.pins[s] &= 1<<16 - 1
 	}
+	p.step()
 	return nil
 }
 
@@ -441,6 +451,7 @@ func (p *refPages) Unpin(r pages.Run) error {
 		p.clock++
 		p.since[s] = p.clock
 	}
+	p.step()
 	return nil
 }
 
@@ -467,6 +478,7 @@ func (p *refPages) Evict(n int) (int, error) {
 			p.sink = append(p.sink, make([]byte, 8))
 		}
 	}
+	p.step()
 	return got, nil
 }
 
@@ -545,20 +557,25 @@ func (p *refPages) stats() pages.Stats {
 
 func (p *refPages) publish() {
 	st := p.stats()
-	p.mu.Lock()
-	p.prev, p.pub = p.pub, st
-	p.mu.Unlock()
+	p.pub.Publish([2]pages.Stats{st, p.last})
+	p.last = st
+}
+
+// step publishes when a Snapshot asked, as a pages.Pool's calls do.
+func (p *refPages) step() {
+	if p.d != pgStatsOnlyPublish && p.pub.Wanted() {
+		p.publish()
+	}
 }
 
 func (p *refPages) Snapshot() pages.Stats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	v := p.pub.Get()
 	if p.d == pgTornSnapshot {
-		st := p.pub
-		st.Used = p.prev.Used
+		st := v[0]
+		st.Used = v[1].Used
 		return st
 	}
-	return p.pub
+	return v[0]
 }
 
 func (p *refPages) Close() error {
@@ -570,7 +587,8 @@ func (p *refPages) Close() error {
 	}
 	p.final = p.stats()
 	if p.d != pgCloseUnpublished {
-		p.publish()
+		p.pub.Seal([2]pages.Stats{p.final, p.last})
+		p.last = p.final
 	}
 	p.closed = true
 	if p.d == pgRecycledIDs {
@@ -826,6 +844,11 @@ func brokenPages() []brokenComponent {
 			run:  refPagesOf(pgCloseUnpublished),
 		},
 		{
+			name: "pages: Snapshot is published at Stats only, never when a reader asked",
+			want: catches(ErrAccounting, "Snapshot"),
+			run:  refPagesOf(pgStatsOnlyPublish),
+		},
+		{
 			name: "pages: Stats from the EvictFunc deadlocks",
 			want: catches(ErrDeadlock, "EvictFunc"),
 			run: pagesOf0(func(cfg PagesConfig) (Pages, error) {
@@ -873,9 +896,11 @@ func (p *lockedPages) Stats() pages.Stats {
 	return p.Pages.Stats()
 }
 
+// Snapshot takes the lock and lets it go before it reads: a Snapshot waits
+// for the owner's next call, which must not wait for Snapshot's lock.
 func (p *lockedPages) Snapshot() pages.Stats {
 	p.lock <- struct{}{}
-	defer func() { <-p.lock }()
+	<-p.lock
 	return p.Pages.Snapshot()
 }
 

@@ -3,6 +3,7 @@ package conformance
 import (
 	"github.com/locus-go/locus/internal/typednil"
 
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/locus-go/locus/internal/race"
 	"github.com/locus-go/locus/pages"
@@ -110,7 +112,9 @@ func (c PagesConfig) Options() []pages.Option {
 //     several allocate nothing;
 //   - accounting: after every operation of thousands, Stats equals a model
 //     of the allocator, field by field; snapshots read by another goroutine
-//     satisfy the identities of pages.Stats and never go back;
+//     satisfy the identities of pages.Stats and never go back, and a
+//     scraper of an owner that only allocates or frees, never calling
+//     Stats, is fresh after the owner's next call;
 //   - close semantics (Close publishes the last changes), argument errors
 //     and allocation-free hot paths.
 //
@@ -438,7 +442,7 @@ var pagesCases = []testCase[*pagesInst]{
 	},
 	{
 		name:        "Snapshot",
-		explanation: "Snapshot may be read by another goroutine while the owner works: every snapshot satisfies the identities of pages.Stats, counters never go back, and after Stats it equals Stats",
+		explanation: "Snapshot may be read by another goroutine while the owner works: every snapshot satisfies the identities of pages.Stats, counters never go back, and after Stats it equals Stats; a Snapshot asked for while the owner only allocates, or only frees, and never calls Stats shows what the owner did before it asked: the owner publishes at its Alloc and Free when a reader asked, not only at Stats or Close",
 		run:         checkPagesSnapshot,
 	},
 	{
@@ -2151,6 +2155,93 @@ func pagesNotBehind(prev, st pages.Stats) error {
 	return nil
 }
 
+// checkPagesSnapshotFresh: an owner that never calls Stats keeps a scraper
+// fresh. The owner changes the accounting (k allocations, or k frees)
+// without calling Stats; a Snapshot asked for later, past the freshness
+// window of the last publication, gets the change once the owner calls
+// serve ("Alloc": allocations only, "Free": frees only, each while it can;
+// else the other). The owner publishes at those calls when a reader asked,
+// not only at Stats or Close.
+func checkPagesSnapshotFresh(ctx context.Context, m *pgModel, serve string) error {
+	in := m.in
+	const k = 3
+	var runs []*pgRun
+	alloc := func() error {
+		x, err := m.alloc(1, weights)
+		if err == nil && x == nil {
+			err = violationf(ErrContract, "Alloc of one page failed with %d of %d pages in use", m.used, m.pages)
+		}
+		if err != nil {
+			return err
+		}
+		runs = append(runs, x)
+		return nil
+	}
+	before := in.Stats() // publishes
+	for range k {
+		if err := alloc(); err != nil {
+			return err
+		}
+	}
+	counter := func(st pages.Stats) uint64 { return st.Allocs }
+	if serve == "Free" {
+		// Allocate the runs the owner frees while the scraper waits, then
+		// change the accounting by frees only.
+		for len(runs) < m.pages/2 {
+			if err := alloc(); err != nil {
+				return err
+			}
+		}
+		before = in.Stats() // publishes
+		for _, x := range runs[:k] {
+			if err := m.free(x); err != nil {
+				return err
+			}
+		}
+		runs = runs[k:]
+		counter = func(st pages.Stats) uint64 { return st.Frees }
+	}
+	time.Sleep(5 * time.Millisecond) // the Stats publication is no longer fresh
+	got := make(chan pages.Stats, 1)
+	go func() { got <- in.Snapshot() }()
+	var st pages.Stats
+wait:
+	for calls := 0; ; calls++ {
+		select {
+		case st = <-got:
+			break wait
+		case <-ctx.Done():
+			return violationf(ErrDeadlock, "Snapshot did not return while the owner called %s", serve)
+		default:
+		}
+		if len(runs) > 0 && (serve == "Free" || !m.fits(1)) {
+			if err := m.free(runs[len(runs)-1]); err != nil {
+				return err
+			}
+			runs = runs[:len(runs)-1]
+		} else if err := alloc(); err != nil {
+			return err
+		}
+		// Sleep, not spin, between calls: under testing/synctest the
+		// clock, and with it a Snapshot's deadline, moves only while
+		// every goroutine waits.
+		time.Sleep(50 * time.Microsecond)
+	}
+	if err := pageIdentities(st); err != nil {
+		return fmt.Errorf("a Snapshot served by %s: %w", serve, err)
+	}
+	if counter(st) < counter(before)+k {
+		return violationf(ErrAccounting, "a Snapshot asked for while the owner only called %s, after %d calls of %s that no Stats followed, says %d of them, want %d or more: the owner does not publish at %s when asked (a scraper of an owner that never calls Stats is stale forever)",
+			serve, k, serve, counter(st), counter(before)+k, serve)
+	}
+	for _, x := range runs {
+		if err := m.free(x); err != nil {
+			return err
+		}
+	}
+	return m.check("after the freshness check")
+}
+
 func checkPagesSnapshot(r *pgCase) error {
 	m, err := newModel(r)
 	if err != nil {
@@ -2159,6 +2250,11 @@ func checkPagesSnapshot(r *pgCase) error {
 	in, ctx := m.in, r.ctx
 	if err := pageIdentities(in.Snapshot()); err != nil {
 		return fmt.Errorf("the first snapshot: %w", err)
+	}
+	for _, serve := range []string{"Alloc", "Free"} {
+		if err := checkPagesSnapshotFresh(ctx, m, serve); err != nil {
+			return err
+		}
 	}
 	quit := make(chan struct{})
 	var snaps atomic.Int64

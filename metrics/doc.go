@@ -19,12 +19,15 @@
 //
 // A collector reads its source's Snapshot once per scrape, from the
 // scraper's goroutine, and builds constant metrics from it. Snapshot is safe
-// beside the owner: pools, managers and allocators publish their counts at
-// the owner's Drain and Stats (its once-per-step calls), a publisher keeps
-// atomic counters. Nothing in pool or kv knows about this package: without a
-// registered collector, and between scrapes, the owner's hot path does
+// beside the owner: pools, managers and size-class allocators publish their
+// counts at the owner's Drain and Stats (its once-per-step calls), page
+// pools at Stats and at the owner's next Alloc, Free, Pin, Unpin or Evict,
+// each only when a scrape has asked; a publisher keeps atomic counters.
+// Nothing in pool or kv knows about this package: without a registered
+// collector, and between scrapes, the owner's hot path does
 // exactly what it does without metrics. Counts read at a scrape are as of
-// the owner's last Drain or Stats: an owner that uses its pool only through
+// the owner's last Drain or Stats (for a page pool, its last Alloc, Free,
+// Pin, Unpin, Evict or Stats): an owner that uses its pool only through
 // a kv.Manager (whose Drain drains the manager, not the pool) calls the
 // pool's Drain once per step too, which publishes its counts.
 //

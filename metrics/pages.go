@@ -28,7 +28,8 @@ type PagesSource interface {
 // collector whose registration fails with an error matching
 // pool.ErrInvalidConfig, as a nil p does; name the types distinctly, or
 // leave them all unnamed. Every scrape reads p.Snapshot once (published at
-// the owner's Stats: call it once per step).
+// the owner's Stats, and at its next Alloc, Free, Pin, Unpin or Evict when
+// the scrape asked).
 //
 // Its metrics:
 //

@@ -60,7 +60,11 @@
 // once per request rather than once per block, so handing it back to the
 // owner (over a channel, or in the request's completion) costs little, and
 // pins, eviction order and merging stay owner-only state with no atomics.
-// Metrics scrapers read Snapshot, which is safe from any goroutine.
+// Metrics scrapers read Snapshot, which is safe from any goroutine: the
+// owner publishes its accounting at Stats and Close, and when a Snapshot has
+// asked, at its next Alloc, Free, Pin, Unpin or Evict (one atomic load per
+// call while nobody asks), so an owner that never calls Stats still keeps
+// its scrapers fresh.
 //
 // # Invariant builds
 //

@@ -69,7 +69,9 @@ func (f Fit) String() string {
 // is stale once the call returns. EvictFunc must not change the Pool: Alloc,
 // Free, Pin, Unpin, Evict and Close fail with ErrInEviction during the call;
 // the methods that only read (Bytes, Span, Content, Pins, Stats, Snapshot,
-// ContentTypes, PageSize, Pages) work.
+// ContentTypes, PageSize, Pages) work. (Snapshot on the owner's goroutine
+// waits up to 100 ms unless the owner published in the last millisecond:
+// read Stats there.)
 type EvictFunc func(r Run, c Content)
 
 // Option configures New. The options are the functions of this package that

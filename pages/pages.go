@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 
 	"github.com/locus-go/locus/internal/ids"
 	"github.com/locus-go/locus/internal/invariants"
 	"github.com/locus-go/locus/internal/nocopy"
+	"github.com/locus-go/locus/internal/snapshot"
 	"github.com/locus-go/locus/internal/sysmem"
 	"github.com/locus-go/locus/internal/typednil"
 	"github.com/locus-go/locus/pool"
@@ -62,8 +62,9 @@ type level struct {
 //
 // A Pool has one owner goroutine: every method but Snapshot must be called
 // by one goroutine at a time (or with external synchronization). Snapshot
-// is safe from any goroutine: it returns the stats as the owner last
-// published them (New, Stats and Close publish). Runs cannot be freed from
+// is safe from any goroutine: it returns the stats as the owner publishes
+// them, at Stats and Close, and at its next Alloc, Free, Pin, Unpin or
+// Evict when a Snapshot has asked (see Snapshot). Runs cannot be freed from
 // other goroutines; hand them to the owner (see the package doc).
 //
 // Every Run passed in is validated against the generation of its first
@@ -95,8 +96,8 @@ type Pool struct {
 	st    Stats // the live accounting, LargestFree excepted
 	final Stats // Stats as they stood at Close
 
-	pubMu sync.Mutex
-	pub   Stats
+	// pub is the accounting as the owner last published it, for Snapshot.
+	pub snapshot.Cell[Stats]
 }
 
 // poolIDs numbers the pools, so that a run names its pool.
@@ -156,7 +157,7 @@ func New(b pool.Backing, pageSize int, opts ...Option) (*Pool, error) {
 	p.meta[n-1].start = 0
 	p.index(0, n)
 	p.st = Stats{PageSize: pageSize, Pages: n, Fit: p.fit, Free: n, FreeRuns: 1}
-	p.publish(p.Stats())
+	p.pub.Init(p.stats())
 	return p, nil
 }
 
@@ -223,6 +224,7 @@ func (p *Pool) Alloc(n int, c Content) (Run, error) {
 	if s == none {
 		if s = p.evictFor(n, p.kinds[c].Priority); s == none {
 			p.st.Failed++
+			p.step()
 			return Run{}, pool.ErrExhausted
 		}
 	}
@@ -240,6 +242,7 @@ func (p *Pool) Alloc(n int, c Content) (Run, error) {
 		p.reclaim()
 		reclaimed = true
 	}
+	p.step()
 	return r, nil
 }
 
@@ -268,6 +271,7 @@ func (p *Pool) Free(r Run) error {
 	}
 	p.release(s)
 	p.st.Frees++
+	p.step()
 	return nil
 }
 
@@ -293,6 +297,7 @@ func (p *Pool) Pin(r Run) error {
 	}
 	m.pins++
 	p.st.Pins++
+	p.step()
 	return nil
 }
 
@@ -319,6 +324,7 @@ func (p *Pool) Unpin(r Run) error {
 		p.st.PinnedRuns--
 		p.list(int32(r.first))
 	}
+	p.step()
 	return nil
 }
 
@@ -355,6 +361,7 @@ func (p *Pool) Evict(pages int) (int, error) {
 			p.evict(lv.head)
 		}
 	}
+	p.step()
 	return got, nil
 }
 
@@ -428,33 +435,50 @@ func (p *Pool) Pages() int {
 
 // Stats returns the Pool's accounting as it is now; after Close, as it
 // stood at Close. Only the owner may call it; it also publishes what it
-// returns for Snapshot, so an owner that wants scrapers to see fresh
-// figures calls it once per scheduling step.
+// returns for Snapshot.
 func (p *Pool) Stats() Stats {
 	if p == nil {
 		return Stats{}
 	}
+	st := p.stats()
+	if p.id != 0 && !p.closed {
+		p.pub.Publish(st)
+	}
+	return st
+}
+
+// stats computes Stats without publishing.
+func (p *Pool) stats() Stats {
 	if p.closed {
 		return p.final
 	}
 	st := p.st
 	if p.id != 0 {
 		st.LargestFree = p.largest()
-		p.publish(st)
 	}
 	return st
 }
 
-// Snapshot returns the accounting as the owner last published it (at New,
-// Stats or Close). It is safe to call from any goroutine, concurrently with
-// the owner, and the identities of Stats hold within one snapshot.
+// Snapshot returns the Pool's accounting as the owner publishes it, for any
+// goroutine (a metrics scraper, say), concurrently with the owner.
+//
+// The owner publishes at Stats and Close, and at an Alloc, Free, Pin, Unpin
+// or Evict when a Snapshot has asked since the last publication (a call
+// that rejects a run counts it, and the next of those calls publishes it);
+// a call that nobody asked costs one atomic load more. So Snapshot returns a value published in the last
+// millisecond at once; otherwise it asks and waits for the owner's next
+// such call, up to 100 ms, and then returns the latest value, which from an
+// idle owner is what it last published (at New, the empty region). After
+// Close it returns the final counts at once. The identities of Stats hold
+// within one snapshot. The owner itself reads its accounting with Stats: a
+// Snapshot on the owner's goroutine cannot be served by the owner's calls,
+// so unless the owner published in the last millisecond it waits the full
+// 100 ms.
 func (p *Pool) Snapshot() Stats {
-	if p == nil {
+	if p == nil || p.id == 0 {
 		return Stats{}
 	}
-	p.pubMu.Lock()
-	defer p.pubMu.Unlock()
-	return p.pub
+	return p.pub.Get()
 }
 
 // Close releases the backing. Later calls of every method, Close included,
@@ -466,7 +490,8 @@ func (p *Pool) Close() error {
 	if p.evicting || p.closed || p.id == 0 {
 		return p.unusable()
 	}
-	p.final = p.Stats()
+	p.final = p.stats()
+	p.pub.Seal(p.final)
 	p.closed = true
 	// Dropping the metadata makes every run fail validation (first page
 	// out of range), which reject turns into ErrClosed.
@@ -487,11 +512,22 @@ func (p *Pool) unusable() error {
 	return nil
 }
 
-func (p *Pool) publish(st Stats) {
-	p.pubMu.Lock()
-	p.pub = st
-	p.pubMu.Unlock()
+// step publishes the accounting when a Snapshot has asked for it since the
+// last publication: Alloc, Free, Pin, Unpin and Evict end with it, at the
+// cost of one atomic load while nobody asks (it inlines: TestStepInlines
+// pins it). Only a live Pool calls it. reject does not: it stays a leaf, so
+// that lookup, on every run method's path, needs no frame.
+func (p *Pool) step() {
+	if p.pub.Wanted() {
+		p.publish()
+	}
 }
+
+// publish is step's slow path, kept out of line so that the callers of step
+// do not carry a Stats in their frames (TestStepInlines pins it).
+//
+//go:noinline
+func (p *Pool) publish() { p.pub.Publish(p.stats()) }
 
 // valid reports whether r names a live run of this Pool: its first page's
 // generation matches and is odd (an even one is a free run's or a run

@@ -3,9 +3,11 @@ package pages_test
 import (
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/pages"
@@ -404,6 +406,69 @@ func TestSnapshotRace(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestSnapshotFreshWithoutStats: an owner that never calls Stats keeps its
+// scrapers fresh. A Snapshot asked for from another goroutine is served by
+// the owner's next Alloc, Free, Pin, Unpin or Evict, and shows what the
+// owner did before it asked. Run it with -race too.
+func TestSnapshotFreshWithoutStats(t *testing.T) {
+	const spares, k = 128, 3
+	for _, op := range []string{"Alloc", "Free", "Pin", "Unpin", "Evict"} {
+		t.Run(op, func(t *testing.T) {
+			p := newPool(t, 256, 8, pages.WithContentTypes(pages.ContentType{Name: "kv", Evictable: true}),
+				pages.WithEvictFunc(func(pages.Run, pages.Content) {}))
+			spare := make([]pages.Run, spares)
+			for i := range spare {
+				r, err := p.Alloc(1, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				spare[i] = r
+				for range 2 { // three pins: enough Unpins to serve the scraper
+					if err := p.Pin(r); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// What the scraper must see: k more runs, never published by
+			// Stats (nothing published since New, so no value is fresh).
+			for range k {
+				if _, err := p.Alloc(2, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			serve := map[string]func(i int){
+				"Alloc": func(int) { _, _ = p.Alloc(1, 0) },
+				"Free":  func(i int) { _ = p.Free(spare[i%spares]) },
+				"Pin":   func(i int) { _ = p.Pin(spare[i%spares]) },
+				"Unpin": func(i int) { _ = p.Unpin(spare[i%spares]) },
+				"Evict": func(int) { _, _ = p.Evict(1) },
+			}[op]
+			got := make(chan pages.Stats, 1)
+			go func() { got <- p.Snapshot() }()
+			deadline := time.Now().Add(10 * time.Second)
+			for i := 0; ; i++ {
+				select {
+				case st := <-got:
+					if st.Allocs < spares+k || st.Used < spares+2*k-min(i, spares) {
+						t.Fatalf("a Snapshot asked for while the owner only called %s says %d allocations, %d pages used; want at least %d and %d",
+							op, st.Allocs, st.Used, spares+k, spares+2*k-min(i, spares))
+					}
+					if st.Used+st.Free != st.Pages {
+						t.Fatalf("inconsistent snapshot %+v", st)
+					}
+					return
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("Snapshot did not return")
+				}
+				serve(i)
+				runtime.Gosched()
+			}
+		})
+	}
 }
 
 // TestNoAllocations pins the hot paths at zero allocations.
