@@ -18,7 +18,7 @@
 #   dev-chat-sha256.json            go run ./cmd/locus-eval chat -json (the development machine)
 #   dev-chat-xxhash.json            go run ./cmd/locus-eval chat -json -hash xxhash_cbor (the development machine)
 #   dev-adapters.json               go run ./cmd/locus-eval adapters -json (the development machine)
-#   dev-fleet.json                  go run ./cmd/locus-eval fleet -json -redis 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203
+#   dev-fleet.json                  go run ./cmd/locus-eval fleet -json -redis 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203 (engines as processes)
 #                                   (the development machine, a local 3-master Redis Cluster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
