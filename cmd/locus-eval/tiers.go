@@ -1097,7 +1097,6 @@ func sizeName(n int) string {
 
 func itoa(n int) string { return fmt.Sprint(n) }
 
-
 // fileSystemOf names the file system that holds dir, from the mount
 // table ("" where the system has none): e.g. "ext4 on /dev/vda".
 func fileSystemOf(dir string) string {
