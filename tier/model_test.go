@@ -442,7 +442,7 @@ func modelSeeds() [][]byte {
 	var seeds [][]byte
 	for s := range 24 {
 		var b []byte
-		x := uint32(s*2654435761 + 1)
+		x := uint32(s)*2654435761 + 1
 		for range 240 {
 			x ^= x << 13
 			x ^= x >> 17
