@@ -124,11 +124,8 @@ Flags:
 	asJSON := fs.Bool("json", false, "print the JSON document (schema "+eval.AdaptersSchema+") instead of the tables")
 	quick := fs.Bool("quick", false, "few rounds and acquires: a smoke test of a few seconds whose figures mean nothing")
 	quiet := fs.Bool("q", false, "no progress on stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o := adpOptions{dir: *dir, rounds: *rounds, acquires: *acquires, steps: *steps, seed: *seed, quick: *quick}
 	var errs []error

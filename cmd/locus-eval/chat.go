@@ -22,6 +22,24 @@ const (
 	maxChatTraces = 1000
 )
 
+// chatShape is a chat trace's shape as the chat and tiers documents
+// record it (embedded: its fields stand in the document's config).
+type chatShape struct {
+	Conversations int `json:"conversations"`
+	Turns         int `json:"turns"`
+	SystemPrompts int `json:"system_prompts"`
+	SystemTokens  int `json:"system_tokens"`
+	UserTokens    int `json:"user_tokens"`
+	ReplyTokens   int `json:"reply_tokens"`
+	ThinkSteps    int `json:"think_steps"`
+	Stagger       int `json:"stagger"`
+}
+
+func chatShapeOf(cfg bench.ChatConfig) chatShape {
+	return chatShape{Conversations: cfg.Conversations, Turns: cfg.Turns, SystemPrompts: cfg.SystemPrompts, SystemTokens: cfg.SystemTokens,
+		UserTokens: cfg.UserTokens, ReplyTokens: cfg.ReplyTokens, ThinkSteps: cfg.ThinkSteps, Stagger: cfg.Stagger}
+}
+
 // chatSchema names the chat subcommand's -json document.
 const chatSchema = "locus-eval/chat"
 
@@ -33,19 +51,12 @@ type chatDoc struct {
 	Machine  *eval.Machine  `json:"machine,omitempty"`
 	Revision *eval.Revision `json:"revision,omitempty"`
 	Config   struct {
-		Conversations int    `json:"conversations"`
-		Turns         int    `json:"turns"`
-		SystemPrompts int    `json:"system_prompts"`
-		SystemTokens  int    `json:"system_tokens"`
-		UserTokens    int    `json:"user_tokens"`
-		ReplyTokens   int    `json:"reply_tokens"`
-		ThinkSteps    int    `json:"think_steps"`
-		Stagger       int    `json:"stagger"`
-		BlockSize     int    `json:"block_size"`
-		Blocks        int    `json:"blocks"`
-		Seed          uint64 `json:"seed"`
-		Hash          string `json:"hash"`
-		Traces        int    `json:"traces"`
+		chatShape
+		BlockSize int    `json:"block_size"`
+		Blocks    int    `json:"blocks"`
+		Seed      uint64 `json:"seed"`
+		Hash      string `json:"hash"`
+		Traces    int    `json:"traces"`
 	} `json:"config"`
 	Requests     int     `json:"requests"`
 	Steps        int     `json:"steps"`
@@ -92,11 +103,8 @@ Flags:
 	hash := fs.String("hash", "sha256_cbor", "block hash of the shared run: sha256_cbor (vLLM's default) or xxhash_cbor (a fraction of the cost)")
 	traces := fs.Int("traces", 5, fmt.Sprintf("replays of the trace per run; the time is their median (1 to %d)", maxChatTraces))
 	asJSON := fs.Bool("json", false, "print a JSON document instead of the table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	var err error
 	if cfg.Hash, err = parseHash(*hash); err != nil {
@@ -178,8 +186,7 @@ func chatDocOf(cfg bench.ChatConfig, traces int, r bench.ChatResult) chatDoc {
 		HitRate: r.HitRate, PeakShared: r.PeakShared, PeakPrivate: r.PeakPrivate, MeanShared: r.MeanShared, MeanPrivate: r.MeanPrivate,
 		Evictions: r.Evictions, SharedUS: us(r.SharedTime), PrivateUS: us(r.PrivateTime)}
 	c := &d.Config
-	c.Conversations, c.Turns, c.SystemPrompts, c.SystemTokens = cfg.Conversations, cfg.Turns, cfg.SystemPrompts, cfg.SystemTokens
-	c.UserTokens, c.ReplyTokens, c.ThinkSteps, c.Stagger = cfg.UserTokens, cfg.ReplyTokens, cfg.ThinkSteps, cfg.Stagger
+	c.chatShape = chatShapeOf(cfg)
 	c.BlockSize, c.Blocks, c.Seed, c.Traces = cfg.BlockSize, cfg.Blocks, cfg.Seed, traces
 	c.Hash = hashName(cfg.Hash)
 	return d

@@ -98,11 +98,8 @@ Flags:
 	fs.DurationVar(&cfg.Scrape, "scrape", cfg.Scrape, "interval between scrapes of each engine's metrics")
 	fs.BoolVar(&cfg.InProcess, "inprocess", false, "run the engines in this process, their events handed to the router's index without a socket (the same counts)")
 	asJSON := fs.Bool("json", false, "print a JSON document instead of the table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if cfg.Chat.Hash == 0 {
 		cfg.Chat.Hash = kv.SHA256CBOR // kv's default, vLLM's

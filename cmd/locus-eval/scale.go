@@ -41,11 +41,8 @@ Flags:
 	asJSON := fs.Bool("json", false, "print the JSON document instead of the tables")
 	quick := fs.Bool("quick", false, "tiny blocks and rounds: a smoke test whose figures mean nothing")
 	quiet := fs.Bool("q", false, "no progress on stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o := eval.ScaleOptions{Runs: *runs, Quick: *quick, Force: *force}
 	var errs []error

@@ -28,6 +28,8 @@ const usageText = `Usage:
   locus-eval chat [flags]             a chat-shaped KV trace: blocks held with and without prefix sharing, hit rate
   locus-eval scale [flags]            many workers freeing at once: the free-cycle at 1 to 16 workers, traces with more
   locus-eval tiers [flags]            offload tiers beside memmove and the file's pwrite/pread; ADR-006's adapter targets
+  locus-eval fleet [flags]            engines behind a KV-aware or round-robin router, with and without a shared Redis tier
+  locus-eval adapters [flags]         LoRA adapter residency against ADR-006's targets: loads, 10,000 registered on a Zipf trace, the batcher
 
 Every contender of a workload is opened in one process and timed in short blocks whose order changes every
 round; ratios to locus-mailbox are medians of per-round ratios over -runs processes, with 99 % intervals; a
@@ -88,7 +90,7 @@ func runScoreboard(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (subcommands: thread, report, compare, frag, chat, scale, tiers)", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (subcommands: thread, report, compare, frag, chat, scale, tiers, fleet, adapters)", fs.Arg(0))
 	}
 	if *list {
 		printList(stdout)
@@ -186,6 +188,17 @@ func progressTo(stderr io.Writer, quiet bool) (func(eval.Progress), func(seconds
 			fmt.Fprintf(stderr, "done in %s\n", time.Duration(seconds*1e9).Round(time.Second))
 		}
 	}
+}
+
+// parseFlags parses a subcommand's flags, which take no arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
 }
 
 // flagSet reports whether the command line set flag name.

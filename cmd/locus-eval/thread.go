@@ -31,11 +31,8 @@ Flags:
 	asJSON := fs.Bool("json", false, "print the JSON document instead of the ledger")
 	quick := fs.Bool("quick", false, "tiny blocks and rounds: a smoke test whose figures mean nothing")
 	quiet := fs.Bool("q", false, "no progress on stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o := eval.ThreadOptions{Runs: *runs, Quick: *quick}
 	var errs []error

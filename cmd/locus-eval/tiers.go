@@ -240,11 +240,8 @@ Flags:
 	quick := fs.Bool("quick", false, "tiny parts and regions: a smoke test of a few seconds whose figures mean nothing")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	chat := fs.Bool("chat", true, "also replay the chat trace through a hot pool too small for it, with 0, 1 (host) and 2 (host, disk) tiers")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o := tiersOptions{dir: *dir, sync: *syncWrites, cellTime: *cellTime, minPairs: defaultMinPairs, region: *region << 20,
 		workers: *workers, seed: *seed, quick: *quick, chat: *chat}
@@ -426,7 +423,7 @@ func (b *tiersBench) measureRows(kind string, bs int) ([]tiersRow, error) {
 	name := func(op string, n int) string {
 		s := fmt.Sprintf("%s %s %s", kind, op, sizeName(bs))
 		if n > 1 {
-			s += " ×" + itoa(n)
+			s += " ×" + strconv.Itoa(n)
 		}
 		return s
 	}
@@ -574,40 +571,14 @@ func summarize(bytes int, tierNS, limitNS []float64, blocks int) tiersPart {
 func sideOf(bytes int, ns []float64) tiersSide {
 	s := slices.Clone(ns)
 	slices.Sort(s)
-	m := quantile(s, 0.5)
-	return tiersSide{MedianNS: m, P99NS: quantile(s, 0.99), GBps: float64(bytes) / math.Max(m, 1)}
+	m := eval.Median(s)
+	return tiersSide{MedianNS: m, P99NS: eval.Percentile(s, 0.99), GBps: float64(bytes) / math.Max(m, 1)}
 }
 
-// quantile is the q-quantile of sorted s (the median interpolated, others
-// by nearest rank); NaN for none.
-func quantile(s []float64, q float64) float64 {
-	n := len(s)
-	switch {
-	case n == 0:
-		return math.NaN()
-	case q == 0.5 && n%2 == 0:
-		return (s[n/2-1] + s[n/2]) / 2
-	case q == 0.5:
-		return s[n/2]
-	}
-	i := int(math.Ceil(q*float64(n))) - 1
-	return s[min(max(i, 0), n-1)]
-}
-
-// medianInterval is the median of xs with a distribution-free 99 %
-// interval: the order statistics n/2 ± 2.576·√n/2 (normal approximation
-// of the binomial), clamped to the sample.
+// medianInterval is eval.MedianInterval in the document's form.
 func medianInterval(xs []float64) tiersRatio {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n == 0 {
-		return tiersRatio{math.NaN(), math.NaN(), math.NaN()}
-	}
-	h := 2.576 * math.Sqrt(float64(n)) / 2
-	lo := min(max(int(math.Floor(float64(n)/2-h)), 0), n-1)
-	hi := min(max(int(math.Ceil(float64(n)/2+h)), 0), n-1)
-	return tiersRatio{Median: quantile(s, 0.5), Lo: s[lo], Hi: s[hi]}
+	iv := eval.MedianInterval(xs)
+	return tiersRatio{Median: iv.Point, Lo: iv.Lo, Hi: iv.Hi}
 }
 
 // A rig is one tier (a tier.Manager over host memory or a disk file) and
@@ -1039,7 +1010,7 @@ func writeTiers(w io.Writer, d *tiersDoc) error {
 	fmt.Fprintf(bw, "disk: %s (%s%s); stores %s; reads from the page cache (nothing dropped)\n", d.Disk.Dir, fs, tmp, d.Disk.Stores)
 	workers := fmt.Sprintf("the default, %d", d.Workers.Default)
 	if d.Workers.Copy > 0 {
-		workers = itoa(d.Workers.Copy)
+		workers = strconv.Itoa(d.Workers.Copy)
 	}
 	fmt.Fprintf(bw, "copy workers per tier: %s\n", workers)
 	fmt.Fprintf(bw, "latency: jobs of one block; GB/s and tier/limit: jobs of %s; pairs: of one-block jobs / of %s jobs\n\n",
@@ -1088,14 +1059,12 @@ func writeTiers(w io.Writer, d *tiersDoc) error {
 func sizeName(n int) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
-		return itoa(n>>20) + " MiB"
+		return strconv.Itoa(n>>20) + " MiB"
 	case n >= 1<<10 && n%(1<<10) == 0:
-		return itoa(n>>10) + " KiB"
+		return strconv.Itoa(n>>10) + " KiB"
 	}
-	return itoa(n) + " B"
+	return strconv.Itoa(n) + " B"
 }
-
-func itoa(n int) string { return fmt.Sprint(n) }
 
 // fileSystemOf names the file system that holds dir, from the mount
 // table ("" where the system has none): e.g. "ext4 on /dev/vda".
@@ -1140,14 +1109,7 @@ const (
 // tiersChat is the chat workload's section of the tiers document. It is
 // absent from documents written before it, and with -chat=false.
 type tiersChat struct {
-	Conversations  int    `json:"conversations"`
-	Turns          int    `json:"turns"`
-	SystemPrompts  int    `json:"system_prompts"`
-	SystemTokens   int    `json:"system_tokens"`
-	UserTokens     int    `json:"user_tokens"`
-	ReplyTokens    int    `json:"reply_tokens"`
-	ThinkSteps     int    `json:"think_steps"`
-	Stagger        int    `json:"stagger"`
+	chatShape
 	TokensPerBlock int    `json:"tokens_per_block"`
 	Seed           uint64 `json:"seed"`
 	Requests       int    `json:"requests"`
@@ -1244,8 +1206,7 @@ func measureChat(b *tiersBench) (*tiersChat, error) {
 	if o.quick {
 		traces = quickTraces
 	}
-	c := &tiersChat{Conversations: cfg.Conversations, Turns: cfg.Turns, SystemPrompts: cfg.SystemPrompts,
-		SystemTokens: cfg.SystemTokens, UserTokens: cfg.UserTokens, ReplyTokens: cfg.ReplyTokens, ThinkSteps: cfg.ThinkSteps, Stagger: cfg.Stagger, TokensPerBlock: cfg.BlockSize,
+	c := &tiersChat{chatShape: chatShapeOf(cfg), TokensPerBlock: cfg.BlockSize,
 		Seed: cfg.Seed, Requests: len(plan.Requests), Traces: traces, BlockBytes: chatBlockBytes}
 	ample := 1
 	for _, r := range plan.Requests {
@@ -1311,9 +1272,7 @@ func (cr *chatRunner) run(s chatSetup) (tiersChatRun, error) {
 		times = append(times, float64(d)/1e6)
 		waits = append(waits, float64(cr.wait)/1e6)
 	}
-	slices.Sort(times)
-	slices.Sort(waits)
-	out.TraceMS, out.ReadyWaitMS = quantile(times, 0.5), quantile(waits, 0.5)
+	out.TraceMS, out.ReadyWaitMS = eval.Median(times), eval.Median(waits)
 	cr.progress(s.name)
 	return out, nil
 }

@@ -194,10 +194,10 @@ func TestTiersHelp(t *testing.T) {
 
 func TestTiersStatistics(t *testing.T) {
 	s := []float64{1, 2, 3, 4}
-	if got := quantile(s, 0.5); got != 2.5 {
+	if got := eval.Median(s); got != 2.5 {
 		t.Errorf("median of %v = %v", s, got)
 	}
-	if got := quantile(s, 0.99); got != 4 {
+	if got := eval.Percentile(s, 0.99); got != 4 {
 		t.Errorf("p99 of %v = %v", s, got)
 	}
 	xs := make([]float64, 101)
@@ -211,8 +211,8 @@ func TestTiersStatistics(t *testing.T) {
 	if r := medianInterval([]float64{0.9}); r.Median != 0.9 || r.Lo != 0.9 || r.Hi != 0.9 {
 		t.Errorf("median interval of one = %+v", r)
 	}
-	if !math.IsNaN(quantile(nil, 0.5)) {
-		t.Error("quantile of nothing is not NaN")
+	if !math.IsNaN(eval.Median(nil)) {
+		t.Error("median of nothing is not NaN")
 	}
 	for n, want := range map[int]string{4 << 10: "4 KiB", 512 << 10: "512 KiB", 2 << 20: "2 MiB", 100: "100 B"} {
 		if got := sizeName(n); got != want {

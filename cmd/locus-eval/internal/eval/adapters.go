@@ -383,14 +383,6 @@ func FmtNS(ns float64) string {
 	return fmt.Sprintf("%.3g s", ns/1e9)
 }
 
-func revLine(r Revision) string {
-	rev := r.VCS
-	if r.Modified {
-		rev += " (with uncommitted changes)"
-	}
-	return fmt.Sprintf("%s `%s`", r.Module, rev)
-}
-
 // adapterLoadCells is one load row's table cells.
 func adapterLoadCells(r AdapterLoadRow) []string {
 	gb, vs := "", ""
@@ -522,14 +514,7 @@ func WriteAdaptersMarkdown(w io.Writer, d *Adapters) {
 	fmt.Fprintln(w, "`adapters.Manager` (hot: a run of a pages pool; warm: a host copy, exact or int8; cold: the adapter's file),")
 	fmt.Fprintln(w, "beside the machine's limits for the same bytes, measured interleaved in the same process.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| run | |")
-	fmt.Fprintln(w, "|---|---|")
-	fmt.Fprintf(w, "| machine | %s |\n", d.Machine)
-	if det := d.Machine.Details(); det != "" {
-		fmt.Fprintf(w, "| host | %s |\n", det)
-	}
-	fmt.Fprintf(w, "| date | %s |\n", d.Created.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(w, "| revision | %s |\n", revLine(d.Revision))
+	writeRunRows(w, d.Machine, d.Created, d.Revision)
 	cfg := fmt.Sprintf("seed %d, wall time %s", d.Seed, time.Duration(d.WallSeconds*1e9).Round(time.Second))
 	if d.Quick {
 		cfg += ", QUICK (a smoke test: the figures mean nothing)"

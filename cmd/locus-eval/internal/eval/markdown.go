@@ -54,20 +54,32 @@ func WriteMarkdown(w io.Writer, sbs []*Scoreboard, t *Thread, scales []*Scale, e
 	return nil
 }
 
-func writeRunHeader(w io.Writer, sb *Scoreboard) {
-	fmt.Fprintln(w)
+// writeRunRows opens a section's "run" table with the machine, the date
+// and the revision of the run.
+func writeRunRows(w io.Writer, m Machine, created time.Time, r Revision) {
 	fmt.Fprintln(w, "| run | |")
 	fmt.Fprintln(w, "|---|---|")
-	fmt.Fprintf(w, "| machine | %s |\n", sb.Machine)
-	if d := sb.Machine.Details(); d != "" {
+	fmt.Fprintf(w, "| machine | %s |\n", m)
+	if d := m.Details(); d != "" {
 		fmt.Fprintf(w, "| host | %s |\n", d)
 	}
-	fmt.Fprintf(w, "| date | %s |\n", sb.Created.UTC().Format("2006-01-02 15:04 UTC"))
-	rev := sb.Revision.VCS
-	if sb.Revision.Modified {
+	fmt.Fprintf(w, "| date | %s |\n", created.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(w, "| revision | %s |\n", revLine(r))
+}
+
+// revLine is a revision as the Markdown shows it: the module and the
+// VCS revision, in code.
+func revLine(r Revision) string {
+	rev := r.VCS
+	if r.Modified {
 		rev += " (with uncommitted changes)"
 	}
-	fmt.Fprintf(w, "| revision | %s `%s` |\n", sb.Revision.Module, rev)
+	return fmt.Sprintf("%s `%s`", r.Module, rev)
+}
+
+func writeRunHeader(w io.Writer, sb *Scoreboard) {
+	fmt.Fprintln(w)
+	writeRunRows(w, sb.Machine, sb.Created, sb.Revision)
 	cfg := fmt.Sprintf("%s, touch %s", plural(sb.Config.Runs, "process"), sb.Config.Touch)
 	if sb.Config.PaceUS > 0 {
 		cfg += fmt.Sprintf(", paced pass at %g µs", sb.Config.PaceUS)

@@ -402,18 +402,7 @@ func WriteScaleMarkdown(w io.Writer, sc *Scale) {
 	fmt.Fprintf(w, "\n## Many cores: %s\n\n", sc.Machine)
 	fmt.Fprintln(w, "Generated from a recorded `locus-eval scale -json` run (scripts/manycore.sh); do not edit by hand.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| run | |")
-	fmt.Fprintln(w, "|---|---|")
-	fmt.Fprintf(w, "| machine | %s |\n", sc.Machine)
-	if d := sc.Machine.Details(); d != "" {
-		fmt.Fprintf(w, "| host | %s |\n", d)
-	}
-	fmt.Fprintf(w, "| date | %s |\n", sc.Created.UTC().Format("2006-01-02 15:04 UTC"))
-	rev := sc.Revision.VCS
-	if sc.Revision.Modified {
-		rev += " (with uncommitted changes)"
-	}
-	fmt.Fprintf(w, "| revision | %s `%s` |\n", sc.Revision.Module, rev)
+	writeRunRows(w, sc.Machine, sc.Created, sc.Revision)
 	fmt.Fprintf(w, "| method | %s, interleaved blocks as on the scoreboard |\n", plural(sc.Runs, "process"))
 	if len(sc.Skipped) > 0 {
 		fmt.Fprintf(w, "| not measured | %v workers (too few CPUs) |\n", sc.Skipped)

@@ -423,7 +423,7 @@ func buildWorkload(g GroupSpec, gd []GroupData) WorkloadBoard {
 		}
 		c.Blocks = len(blocks)
 		if len(blocks) > 0 {
-			c.USPerTrace = median(blocks)
+			c.USPerTrace = Median(blocks)
 		}
 		if steps > 0 {
 			c.USPerStep = c.USPerTrace / float64(steps)
@@ -440,7 +440,7 @@ func buildWorkload(g GroupSpec, gd []GroupData) WorkloadBoard {
 			for j, pk := range peaks {
 				qs[j] = float64(pk) / float64(wb.TheoreticalPeak)
 			}
-			c.Quality = Quality{Median: median(qs), Worst: slices.Max(qs)}
+			c.Quality = Quality{Median: Median(qs), Worst: slices.Max(qs)}
 			c.MeanLive = live / float64(len(peaks))
 		}
 		wb.Cells = append(wb.Cells, c)

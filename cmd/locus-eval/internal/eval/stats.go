@@ -28,8 +28,8 @@ func (iv Interval) Inverse() Interval {
 // claim is held to 99 %, not 95 %.
 const Confidence = 0.99
 
-// median returns the median of xs without modifying it.
-func median(xs []float64) float64 {
+// Median returns the median of xs without modifying it; NaN for none.
+func Median(xs []float64) float64 {
 	n := len(xs)
 	if n == 0 {
 		return math.NaN()
@@ -68,7 +68,7 @@ func tQuantile(df int) float64 {
 func ratioInterval(samples [][]float64) Interval {
 	var logs []float64
 	for _, xs := range samples {
-		if m := median(xs); m > 0 && !math.IsInf(m, 0) {
+		if m := Median(xs); m > 0 && !math.IsInf(m, 0) {
 			logs = append(logs, math.Log(m))
 		}
 	}

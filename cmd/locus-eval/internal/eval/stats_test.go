@@ -18,12 +18,12 @@ func TestMedian(t *testing.T) {
 		{[]float64{4, 1, 3, 2}, 2.5},
 		{[]float64{7}, 7},
 	} {
-		if got := median(tc.xs); got != tc.want {
-			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
+		if got := Median(tc.xs); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.xs, got, tc.want)
 		}
 	}
-	if !math.IsNaN(median(nil)) {
-		t.Error("median(nil) is not NaN")
+	if !math.IsNaN(Median(nil)) {
+		t.Error("Median(nil) is not NaN")
 	}
 }
 
