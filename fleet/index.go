@@ -246,24 +246,20 @@ func (x *Index) Entries(dst []Entry, h kv.Hash) []Entry {
 	return dst
 }
 
-func (x *Index) podLocked(name string) int32 {
-	if p, ok := x.pods[name]; ok {
-		return p
-	}
-	p := int32(len(x.names))
-	x.pods[name] = p
-	x.names = append(x.names, name)
-	return p
-}
+func (x *Index) podLocked(name string) int32 { return intern(x.pods, &x.names, name) }
 
-func (x *Index) mediumLocked(name string) int32 {
-	if m, ok := x.media[name]; ok {
-		return m
+func (x *Index) mediumLocked(name string) int32 { return intern(x.media, &x.medium, name) }
+
+// intern returns the id of name in ids, giving it the next one, its index
+// in *names, if it has none.
+func intern(ids map[string]int32, names *[]string, name string) int32 {
+	if id, ok := ids[name]; ok {
+		return id
 	}
-	m := int32(len(x.medium))
-	x.media[name] = m
-	x.medium = append(x.medium, name)
-	return m
+	id := int32(len(*names))
+	ids[name] = id
+	*names = append(*names, name)
+	return id
 }
 
 // rawMediumLocked returns the id of the medium an event's Medium m is

@@ -222,20 +222,8 @@ func (m *Manager) Preempt(id SeqID) (Admission, error) {
 	if m.cfg.window > 0 {
 		return m.windowAdmission(n, m.maxHit(n)), err
 	}
-	hits, listedHits, maxHit := 0, 0, 0
-	if n > 0 {
-		maxHit = min(len(m.hashes), (n-1)/m.bs)
-		for _, h := range m.hashes[:maxHit] {
-			bi, ok := m.index[h]
-			if !ok {
-				break
-			}
-			hits++
-			if m.blocks[bi].listed {
-				listedHits++
-			}
-		}
-	}
+	maxHit := min(len(m.hashes), m.maxHit(n))
+	hits, _, listedHits := m.hit(maxHit)
 	a := m.admission(m.blocksFor(n), hits, listedHits)
 	if len(m.tiers) > 0 && hits < maxHit {
 		m.withLoads(&a, m.hashes[hits:maxHit])

@@ -327,13 +327,8 @@ func (g *Groups) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 // tokens (none without prefix caching).
 func (g *Groups) hashTokens(tokens []uint32, key Key) {
 	g.hashes = g.hashes[:0]
-	if !g.caching {
-		return
-	}
-	var parent Hash
-	for ; len(tokens) >= g.bs; tokens = tokens[g.bs:] {
-		parent = g.hasher.Block(parent, tokens[:g.bs], key)
-		g.hashes = append(g.hashes, parent)
+	if g.caching {
+		g.hashes = g.hasher.AppendHashes(g.hashes, tokens, g.bs, key)
 	}
 }
 
@@ -577,7 +572,7 @@ func (g *Groups) Fork(id SeqID) (SeqID, error) {
 			g.abandon(ni)
 			return SeqID{}, fmt.Errorf("kv: group %d: %w", i, err)
 		}
-		if err := copyState(gr.p, ns.states[i], s.states[i]); err != nil {
+		if err := copyBlock(gr.p, ns.states[i], s.states[i]); err != nil {
 			g.abandon(ni)
 			return SeqID{}, fmt.Errorf("kv: group %d: %w", i, err)
 		}
@@ -585,19 +580,6 @@ func (g *Groups) Fork(id SeqID) (SeqID, error) {
 	}
 	ns.tokens = s.tokens
 	return nid, nil
-}
-
-func copyState(p BlockPool, dst, src pool.Handle) error {
-	d, err := p.Bytes(dst)
-	if err != nil {
-		return err
-	}
-	b, err := p.Bytes(src)
-	if err != nil {
-		return err
-	}
-	copy(d, b)
-	return nil
 }
 
 // Release ends a sequence in every group, as Manager.Release does (its
@@ -682,15 +664,11 @@ func (g *Groups) abandon(si uint32) {
 
 // newSeq takes a sequence slot and returns its id and index.
 func (g *Groups) newSeq() (SeqID, uint32) {
-	var si uint32
-	if k := len(g.freeSeqs); k > 0 {
-		si = g.freeSeqs[k-1]
-		g.freeSeqs = g.freeSeqs[:k-1]
-	} else {
-		si = uint32(len(g.seqs))
-		g.seqs = append(g.seqs, gseq{ids: make([]SeqID, len(g.gs)), states: make([]pool.Handle, len(g.gs))})
-	}
+	si := takeSlot(&g.freeSeqs, &g.seqs)
 	s := &g.seqs[si]
+	if s.ids == nil { // a new slot
+		s.ids, s.states = make([]SeqID, len(g.gs)), make([]pool.Handle, len(g.gs))
+	}
 	s.gen++
 	g.live++
 	for i := range g.gs {

@@ -348,13 +348,8 @@ func (m *Manager) Admit(tokens []uint32, key Key) (SeqID, int, error) {
 // tokens; without prefix caching to none.
 func (m *Manager) hashPrompt(tokens []uint32, key Key) {
 	m.hashes = m.hashes[:0]
-	if !m.cfg.caching {
-		return
-	}
-	var parent Hash
-	for ; len(tokens) >= m.bs; tokens = tokens[m.bs:] {
-		parent = m.hasher.Block(parent, tokens[:m.bs], key)
-		m.hashes = append(m.hashes, parent)
+	if m.cfg.caching {
+		m.hashes = m.hasher.AppendHashes(m.hashes, tokens, m.bs, key)
 	}
 }
 
@@ -575,7 +570,7 @@ func (m *Manager) extend(si uint32, tokens []uint32, look int) error {
 		m.own(h)
 	}
 	if cow {
-		if err := m.copyBlock(fresh[0], s.blocks[c]); err != nil {
+		if err := copyBlock(m.p, fresh[0], s.blocks[c]); err != nil {
 			return err // a pool that refuses its own live handles: not reachable
 		}
 		m.blocks[s.blocks[c].Index()].ref-- // still held by the other sharers
@@ -866,12 +861,13 @@ func (m *Manager) flushFree() error {
 	return nil
 }
 
-func (m *Manager) copyBlock(dst, src pool.Handle) error {
-	d, err := m.p.Bytes(dst)
+// copyBlock copies the bytes of block src of p into block dst.
+func copyBlock(p BlockPool, dst, src pool.Handle) error {
+	d, err := p.Bytes(dst)
 	if err != nil {
 		return err
 	}
-	s, err := m.p.Bytes(src)
+	s, err := p.Bytes(src)
 	if err != nil {
 		return err
 	}
@@ -881,18 +877,23 @@ func (m *Manager) copyBlock(dst, src pool.Handle) error {
 
 // newSeq takes a sequence slot and returns its id and index.
 func (m *Manager) newSeq() (SeqID, uint32) {
-	var si uint32
-	if k := len(m.freeSeqs); k > 0 {
-		si = m.freeSeqs[k-1]
-		m.freeSeqs = m.freeSeqs[:k-1]
-	} else {
-		si = uint32(len(m.seqs))
-		m.seqs = append(m.seqs, seq{})
-	}
+	si := takeSlot(&m.freeSeqs, &m.seqs)
 	s := &m.seqs[si]
 	s.gen++
 	m.live++
 	return SeqID{gen: s.gen, idx: si, mgr: m.id}, si
+}
+
+// takeSlot returns the index of a slot of *slots to use: the last one put
+// on *free, else a zero one it appends.
+func takeSlot[T any, I int32 | uint32](free *[]I, slots *[]T) I {
+	if k := len(*free); k > 0 {
+		i := (*free)[k-1]
+		*free = (*free)[:k-1]
+		return i
+	}
+	*slots = append(*slots, *new(T))
+	return I(len(*slots) - 1)
 }
 
 // lookup validates id and returns its slot.

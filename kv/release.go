@@ -1,11 +1,11 @@
 package kv
 
 import (
-	"golang.org/x/sys/cpu"
-
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
+
+	"golang.org/x/sys/cpu"
 
 	"github.com/locus-go/locus/pool"
 )

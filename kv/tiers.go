@@ -648,14 +648,7 @@ func (m *Manager) queue(i int32, ready uint64) {
 
 // newXfer records a job of tier t.
 func (m *Manager) newXfer(t int, load bool, job tier.Job) *xfer {
-	var xi int32
-	if n := len(m.freeX); n > 0 {
-		xi = m.freeX[n-1]
-		m.freeX = m.freeX[:n-1]
-	} else {
-		xi = int32(len(m.xfers))
-		m.xfers = append(m.xfers, xfer{})
-	}
+	xi := takeSlot(&m.freeX, &m.xfers)
 	x := &m.xfers[xi]
 	*x = xfer{job: job, tier: t, load: load, live: true, blocks: x.blocks[:0], pos: x.pos[:0]}
 	m.byJob[xferKey{t, job}] = xi
