@@ -48,13 +48,11 @@ func (m *Manager) Store(keys []Key, srcs [][]byte) (StorePlan, error) {
 		m.debugCheck()
 		return plan, err
 	}
-	rec := &m.jobs[plan.Job.idx]
-	rec.elapsed = new(int64)
-	t := task{idx: plan.Job.idx, gen: plan.Job.gen, store: true, slots: rec.slots, keys: plan.Keys, bufs: make([][]byte, len(plan.Keys)), took: rec.elapsed}
-	for i, p := range plan.Positions {
-		t.bufs[i] = srcs[p]
+	rec := m.copyJob(plan.Job.idx)
+	for _, p := range plan.Positions {
+		rec.bufs = append(rec.bufs, srcs[p])
 	}
-	m.tasks <- t // never blocks: at most maxJobs jobs are in flight, the channel's capacity
+	m.tasks <- task{idx: plan.Job.idx, gen: plan.Job.gen, store: true, slots: rec.slots, keys: plan.Keys, bufs: rec.bufs, took: rec.elapsed} // never blocks: at most maxJobs jobs are in flight, the channel's capacity
 	m.debugCheck()
 	return plan, nil
 }
@@ -78,21 +76,29 @@ func (m *Manager) Load(keys []Key, dsts [][]byte) (Job, error) {
 			return Job{}, fmt.Errorf("%w: tier: buffer %d is %d bytes, want %d", errArg, i, len(b), m.bs)
 		}
 	}
-	plan, err := m.prepareLoad(keys)
+	j, err := m.prepareLoad(keys)
 	if err != nil {
 		m.debugCheck()
 		return Job{}, err
 	}
-	rec := &m.jobs[plan.Job.idx]
-	rec.elapsed = new(int64)
-	t := task{idx: plan.Job.idx, gen: plan.Job.gen, slots: rec.slots, keys: make([]Key, len(keys)), gens: make([]uint64, len(keys)), bufs: dsts, took: rec.elapsed}
-	for i, s := range rec.slots {
-		t.keys[i] = m.slots[s].key
-		t.gens[i] = m.slots[s].gen
+	rec := m.copyJob(j.idx)
+	for _, s := range rec.slots {
+		rec.keys = append(rec.keys, m.slots[s].key)
+		rec.gens = append(rec.gens, m.slots[s].gen)
 	}
-	m.tasks <- t
+	m.tasks <- task{idx: j.idx, gen: j.gen, slots: rec.slots, keys: rec.keys, gens: rec.gens, bufs: dsts, took: rec.elapsed}
 	m.debugCheck()
-	return plan.Job, nil
+	return j, nil
+}
+
+// copyJob returns the record of job idx, just prepared, with its
+// elapsed cell (made on the record's first copying job, then reused).
+func (m *Manager) copyJob(idx uint32) *job {
+	rec := &m.jobs[idx]
+	if rec.elapsed == nil {
+		rec.elapsed = new(int64)
+	}
+	return rec
 }
 
 // worker runs copy tasks until the task channel closes. It reports each

@@ -107,6 +107,14 @@ type job struct {
 	copying bool // run by the workers: completed by Drain, not by Complete*
 	slots   []int32
 	elapsed *int64 // copying jobs: the worker's copy time in ns, written before its Send
+
+	// A Store or Load task's blocks: its buffers, and a Load's keys and
+	// generations. Like slots and elapsed, they are kept from one use of
+	// the record to the next (a worker is done with them once Drain has
+	// its completion), so that a job allocates nothing here.
+	bufs [][]byte
+	keys []Key
+	gens []uint64
 }
 
 // Job names one prepared load or store until it is completed. The zero Job
@@ -490,7 +498,8 @@ func (m *Manager) newJob(kind jobKind) (Job, *job) {
 	gen := m.nextGen
 	m.nextGen++
 	rec := &m.jobs[idx]
-	*rec = job{gen: gen, epoch: m.epoch, kind: kind, copying: true, slots: rec.slots[:0]}
+	*rec = job{gen: gen, epoch: m.epoch, kind: kind, copying: true, slots: rec.slots[:0], elapsed: rec.elapsed,
+		bufs: rec.bufs[:0], keys: rec.keys[:0], gens: rec.gens[:0]}
 	m.inFlight++
 	return Job{gen: gen, idx: idx, mgr: m.id}, rec
 }
@@ -518,7 +527,8 @@ func (m *Manager) releaseJob(idx uint32) {
 	rec := &m.jobs[idx]
 	rec.gen = 0
 	rec.slots = rec.slots[:0]
-	rec.elapsed = nil
+	clear(rec.bufs) // the caller's buffers: not kept alive
+	rec.bufs = rec.bufs[:0]
 	m.freeJobs = append(m.freeJobs, idx)
 	m.inFlight--
 }
@@ -593,32 +603,40 @@ func (m *Manager) PrepareLoad(keys []Key) (LoadPlan, error) {
 	if m.unusable() {
 		return LoadPlan{}, errClosed
 	}
-	plan, err := m.prepareLoad(keys)
-	if err == nil {
-		m.jobs[plan.Job.idx].copying = false
+	j, err := m.prepareLoad(keys)
+	if err != nil {
+		m.debugCheck()
+		return LoadPlan{}, err
+	}
+	rec := &m.jobs[j.idx]
+	rec.copying = false
+	plan := LoadPlan{Job: j, Slots: make([]int, len(rec.slots))}
+	for i, s := range rec.slots {
+		plan.Slots[i] = int(s)
 	}
 	m.debugCheck()
-	return plan, err
+	return plan, nil
 }
 
-func (m *Manager) prepareLoad(keys []Key) (LoadPlan, error) {
+// prepareLoad pins the blocks of keys in a new job, whose record's slots
+// are theirs in the order of keys.
+func (m *Manager) prepareLoad(keys []Key) (Job, error) {
 	if m.closed {
-		return LoadPlan{}, errClosed
+		return Job{}, errClosed
 	}
 	if m.inFlight >= m.maxJobs {
-		return LoadPlan{}, ErrBusy
+		return Job{}, ErrBusy
 	}
 	if len(keys) == 0 {
-		return LoadPlan{}, fmt.Errorf("%w: tier: load of no keys", errArg)
+		return Job{}, fmt.Errorf("%w: tier: load of no keys", errArg)
 	}
 	for _, k := range keys {
 		if s, ok := m.index[k]; !ok || m.slots[s].state != slotResident {
-			return LoadPlan{}, fmt.Errorf("%w: %v", ErrNotLoadable, k)
+			return Job{}, fmt.Errorf("%w: %v", ErrNotLoadable, k)
 		}
 	}
 	j, rec := m.newJob(loadJob)
-	plan := LoadPlan{Job: j, Slots: make([]int, len(keys))}
-	for i, k := range keys {
+	for _, k := range keys {
 		s := m.index[k]
 		sl := &m.slots[s]
 		if sl.pins == 0 {
@@ -628,9 +646,8 @@ func (m *Manager) prepareLoad(keys []Key) (LoadPlan, error) {
 		sl.pins++
 		m.ev.Access(int(s))
 		rec.slots = append(rec.slots, s)
-		plan.Slots[i] = int(s)
 	}
-	return plan, nil
+	return j, nil
 }
 
 // CompleteLoad ends a load prepared by PrepareLoad: its blocks are

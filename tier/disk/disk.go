@@ -246,7 +246,7 @@ func (t *Tier) recover(have, size int64, want super) error {
 	if _, err := t.f.ReadAt(sb, 0); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("disk: superblock: %w", err)
 	}
-	if allZero(sb) {
+	if blockhdr.AllZero(sb) {
 		// The superblock is written last when a file is made: a process
 		// killed in Open left this one. Make it afresh.
 		return t.create(max(have, size), want)
@@ -279,7 +279,7 @@ func (t *Tier) recover(have, size int64, want super) error {
 		}
 		h, err := parseHeader(hb)
 		switch {
-		case errors.Is(err, errEmpty):
+		case errors.Is(err, blockhdr.ErrEmpty):
 			t.recovery.Empty++
 			continue
 		case err != nil || h.Length != uint32(t.bs):
@@ -310,15 +310,6 @@ func (t *Tier) recover(have, size int64, want super) error {
 	}
 	t.recovery.Recovered = len(t.rec)
 	return nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func (t *Tier) offset(slot int) int64 { return superSize + int64(slot)*int64(t.slotSize) }

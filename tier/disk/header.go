@@ -33,9 +33,6 @@ var slotMagic = [4]byte{'L', 'K', 'V', 'S'}
 // castagnoli is CRC-32C, for the superblock.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// errEmpty is parseHeader's answer for an all-zero header.
-var errEmpty = blockhdr.ErrEmpty
-
 // parseHeader decodes and validates a slot header (see blockhdr.Parse).
 func parseHeader(b []byte) (blockhdr.Header, error) { return blockhdr.Parse(b, slotMagic) }
 

@@ -94,7 +94,7 @@ var errSuper = errors.New("host: shared file: bad superblock")
 // is empty (a fresh file), or errSuper.
 func (m sharedMeta) readSuper() (bs, rows int, floor uint64, empty bool, err error) {
 	b := m.b[:superSize]
-	if allZero(b) {
+	if blockhdr.AllZero(b) {
 		return 0, 0, 0, true, nil
 	}
 	if [8]byte(b[0:8]) != superMagic || crc32.Checksum(b[:24], castagnoli) != binary.LittleEndian.Uint32(b[24:]) {
@@ -102,15 +102,6 @@ func (m sharedMeta) readSuper() (bs, rows int, floor uint64, empty bool, err err
 	}
 	return int(binary.LittleEndian.Uint32(b[8:])), int(binary.LittleEndian.Uint32(b[12:])),
 		binary.LittleEndian.Uint64(b[16:]), false, nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // openShared checks the shared file's superblock (writing one into a
@@ -126,7 +117,7 @@ func (t *Tier) openShared() error {
 		// A superblock torn by a crash in Reset: the rows' generations
 		// cannot be trusted against a floor, so drop them all.
 		for i := range t.rows {
-			if !allZero(m.hdr(i)) {
+			if !blockhdr.AllZero(m.hdr(i)) {
 				t.recovery.Discarded++
 				m.clear(i)
 			} else {

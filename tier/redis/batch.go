@@ -12,32 +12,9 @@ import (
 	"github.com/locus-go/locus/tier"
 )
 
-// BatchStorage is a tier.Storage that moves the blocks of one job in one
-// go: for a remote medium, one pipelined round trip instead of one per
-// block. Tier implements it.
-//
-// It is the shape an optional interface of package tier takes (tier cannot
-// import this package): a Manager whose storage implements it calls
-// WriteSlots and ReadSlots for a job of more than one block, under the
-// same per-slot guards as WriteSlot and ReadSlot, and the single-block
-// methods otherwise. Until package tier detects it, call the methods
-// yourself, as Prepare/Complete callers do.
-//
-// Both methods return the index of the first block that failed and its
-// error (failed < 0 and a nil error when every block was moved): the index
-// a Manager reports in Done.Failed and drops. The blocks after it may or
-// may not have been moved.
-type BatchStorage interface {
-	tier.Storage
-	// WriteSlots writes srcs[i], the block of keys[i], into slots[i], all
-	// stamped with generation gen (one store job's).
-	WriteSlots(slots []int, keys []tier.Key, gen uint64, srcs [][]byte) (failed int, err error)
-	// ReadSlots reads the block of keys[i] written with generation gens[i]
-	// from slots[i] into dsts[i], with ReadSlot's checks per block.
-	ReadSlots(slots []int, keys []tier.Key, gens []uint64, dsts [][]byte) (failed int, err error)
-}
-
-var _ BatchStorage = (*Tier)(nil)
+// Tier is a tier.BatchStorage: a Manager over it moves the blocks of a job
+// of more than one block with WriteSlots and ReadSlots.
+var _ tier.BatchStorage = (*Tier)(nil)
 
 // checkBatch checks a batch's arguments as WriteSlot and ReadSlot check
 // one block's; it returns the index of the first bad one.

@@ -48,10 +48,10 @@
 // # Pipelining
 //
 // WriteSlot and ReadSlot move one block per round trip. WriteSlots and
-// ReadSlots (BatchStorage) move the blocks of one job in pipelines of up to
-// WithPipeline blocks each: one round trip per pipeline on a server; on a
-// cluster, go-redis splits a pipeline by node and sends the parts at once.
-// A Manager that detects BatchStorage calls them for its multi-block jobs.
+// ReadSlots (tier.BatchStorage) move the blocks of one job in pipelines of
+// up to WithPipeline blocks each: one round trip per pipeline on a server;
+// on a cluster, go-redis splits a pipeline by node and sends the parts at
+// once. A Manager calls them for its jobs of more than one block.
 package redis
 
 import (

@@ -77,7 +77,7 @@ func Parse(b []byte, magic [4]byte) (Header, error) {
 		return Header{}, fmt.Errorf("%w: header of %d bytes", tier.ErrCorrupt, len(b))
 	}
 	b = b[:Size]
-	if allZero(b) {
+	if AllZero(b) {
 		return Header{}, ErrEmpty
 	}
 	if [4]byte(b[0:4]) != magic {
@@ -103,7 +103,9 @@ func Parse(b []byte, magic [4]byte) (Header, error) {
 	return h, nil
 }
 
-func allZero(b []byte) bool {
+// AllZero reports whether every byte of b is 0: an empty header, or a
+// superblock never written.
+func AllZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {
 			return false
