@@ -47,3 +47,47 @@ func TestLoadAllocs(t *testing.T) {
 		t.Fatalf("%v allocs per Load and Drain", a)
 	}
 }
+
+// TestStoreKeepsItsKeys: a caller that reuses the plan's Keys right after
+// Store does not change what the copy stores: the worker reads the job's
+// own copy of the keys.
+func TestStoreKeepsItsKeys(t *testing.T) {
+	st, err := host.New(64, 16, host.WithHeap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tier.New(st, tier.WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	k := key(7)
+	src := make([]byte, 64)
+	for i := range src {
+		src[i] = byte(i + 1)
+	}
+	plan, err := m.Store([]tier.Key{k}, [][]byte{src})
+	if err != nil || len(plan.Keys) != 1 {
+		t.Fatal(plan, err)
+	}
+	plan.Keys[0] = key(8) // the caller's slice, reused at once
+	for done := []tier.Done(nil); len(done) == 0; {
+		done, _ = m.Drain(nil)
+		if len(done) > 0 && !done[0].OK {
+			t.Fatal(done[0].Err)
+		}
+	}
+	dst := make([]byte, 64)
+	if _, err := m.Load([]tier.Key{k}, [][]byte{dst}); err != nil {
+		t.Fatal(err)
+	}
+	for done := []tier.Done(nil); len(done) == 0; {
+		done, _ = m.Drain(nil)
+		if len(done) > 0 && !done[0].OK {
+			t.Fatalf("the block stored under its key does not load: %v", done[0].Err)
+		}
+	}
+	if string(dst) != string(src) {
+		t.Fatal("a load served other bytes")
+	}
+}

@@ -52,7 +52,10 @@ func (m *Manager) Store(keys []Key, srcs [][]byte) (StorePlan, error) {
 	for _, p := range plan.Positions {
 		rec.bufs = append(rec.bufs, srcs[p])
 	}
-	m.tasks <- task{idx: plan.Job.idx, gen: plan.Job.gen, store: true, slots: rec.slots, keys: plan.Keys, bufs: rec.bufs, took: rec.elapsed} // never blocks: at most maxJobs jobs are in flight, the channel's capacity
+	// The worker reads the job's own copy of the keys: plan.Keys is the
+	// caller's to keep and change.
+	rec.keys = append(rec.keys, plan.Keys...)
+	m.tasks <- task{idx: plan.Job.idx, gen: plan.Job.gen, store: true, slots: rec.slots, keys: rec.keys, bufs: rec.bufs, took: rec.elapsed} // never blocks: at most maxJobs jobs are in flight, the channel's capacity
 	m.debugCheck()
 	return plan, nil
 }
