@@ -127,7 +127,7 @@ type Manager struct {
 	hotN, hotPages   int
 	warmN, warmPages int
 	warmBytes        int64
-	refs, pinned     int
+	pinned           int
 	held, quantN     int // adapters with leases; int8 warm copies
 	both             int // adapters with a hot run and a warm copy
 
@@ -213,6 +213,19 @@ func New(hot *pages.Pool, c pages.Content, opts ...Option) (*Manager, error) {
 
 func (m *Manager) ok() bool { return m != nil && m.hot != nil && !m.closed }
 
+// lookup returns the slot of adapter id: errClosed once the Manager is
+// closed, ErrUnknown for an id not registered.
+func (m *Manager) lookup(id string) (uint32, error) {
+	if !m.ok() {
+		return 0, errClosed
+	}
+	idx, ok := m.byID[id]
+	if !ok {
+		return 0, ErrUnknown
+	}
+	return idx, nil
+}
+
 // now reads the clock as nanoseconds since the epoch, never going back.
 func (m *Manager) now() int64 {
 	t := int64(m.cfg.clock().Sub(m.epoch))
@@ -270,12 +283,9 @@ func (m *Manager) Register(id string, l Loader) error {
 // fails with ErrBusy while the adapter is held or loading (pins are
 // dropped with it) and with ErrUnknown for an id not registered.
 func (m *Manager) Unregister(id string) error {
-	if !m.ok() {
-		return errClosed
-	}
-	idx, ok := m.byID[id]
-	if !ok {
-		return ErrUnknown
+	idx, err := m.lookup(id)
+	if err != nil {
+		return err
 	}
 	a := &m.ads[idx]
 	if a.refs > 0 || a.task != nil {
@@ -314,12 +324,9 @@ func (m *Manager) Unregister(id string) error {
 // adapters) or an error wrapping ErrLoad (the loader failed; the adapter
 // stays cold).
 func (m *Manager) Acquire(id string) (Handle, error) {
-	if !m.ok() {
-		return Handle{}, errClosed
-	}
-	idx, ok := m.byID[id]
-	if !ok {
-		return Handle{}, ErrUnknown
+	idx, err := m.lookup(id)
+	if err != nil {
+		return Handle{}, err
 	}
 	now := m.now()
 	m.expirePins(now)
@@ -343,7 +350,6 @@ func (m *Manager) Acquire(id string) (Handle, error) {
 		m.loraDirty = true
 	}
 	a.refs++
-	m.refs++
 	m.syncPin(a)
 	if m.hotWorthy(a, now) {
 		m.iset(qWorthy, idx, 0, uint64(addSat(a.ring[a.ringPos], int64(m.cfg.window))))
@@ -428,7 +434,6 @@ func (m *Manager) release(h Handle) error {
 	m.freeL = append(m.freeL, h.idx)
 	a := &m.ads[l.adapter]
 	a.refs--
-	m.refs--
 	if a.refs == 0 {
 		m.held--
 		m.loraDirty = true
@@ -452,9 +457,9 @@ func (m *Manager) Pin(id string, ttl time.Duration) error {
 	if ttl <= 0 || ttl > m.cfg.maxPin {
 		return fmt.Errorf("%w: %v (max %v)", ErrPinDuration, ttl, m.cfg.maxPin)
 	}
-	idx, ok := m.byID[id]
-	if !ok {
-		return ErrUnknown
+	idx, err := m.lookup(id)
+	if err != nil {
+		return err
 	}
 	now := m.now()
 	m.expirePins(now)
@@ -480,20 +485,12 @@ func (m *Manager) Pin(id string, ttl time.Duration) error {
 // Unpin ends a pin. Unpin of an adapter that is not pinned does nothing;
 // of an unknown id it fails with ErrUnknown.
 func (m *Manager) Unpin(id string) error {
-	if !m.ok() {
-		return errClosed
+	idx, err := m.lookup(id)
+	if err != nil {
+		return err
 	}
-	idx, ok := m.byID[id]
-	if !ok {
-		return ErrUnknown
-	}
-	a := &m.ads[idx]
-	if a.pinUntil > 0 {
-		a.pinUntil = 0
-		m.pinned--
-		m.syncPin(a)
-		m.idel(qPin, idx)
-		m.reindex(idx, m.last)
+	if m.ads[idx].pinUntil > 0 {
+		m.endPin(idx, m.last)
 	}
 	m.debugCheck()
 	return nil
@@ -507,13 +504,18 @@ func (m *Manager) expirePins(now int64) {
 		if !ok || int64(e.lo) > now {
 			return
 		}
-		m.idel(qPin, e.idx)
-		a := &m.ads[e.idx]
-		a.pinUntil = 0
-		m.pinned--
-		m.syncPin(a)
-		m.reindex(e.idx, now)
+		m.endPin(e.idx, now)
 	}
+}
+
+// endPin ends adapter idx's pin: Unpin, or its expiry.
+func (m *Manager) endPin(idx uint32, now int64) {
+	a := &m.ads[idx]
+	a.pinUntil = 0
+	m.pinned--
+	m.idel(qPin, idx)
+	m.syncPin(a)
+	m.reindex(idx, now)
 }
 
 // syncPin makes the run's pages pin match the adapter's state: one pin
@@ -537,12 +539,9 @@ func (m *Manager) syncPin(a *adapter) {
 // Residency returns the tier adapter id is in (the hottest, when it has
 // copies in two).
 func (m *Manager) Residency(id string) (Residency, error) {
-	if !m.ok() {
-		return Cold, errClosed
-	}
-	idx, ok := m.byID[id]
-	if !ok {
-		return Cold, ErrUnknown
+	idx, err := m.lookup(id)
+	if err != nil {
+		return Cold, err
 	}
 	return m.residency(&m.ads[idx]), nil
 }

@@ -41,16 +41,13 @@ type Done struct {
 // It fails as Acquire does, and with ErrBusy when the prefetches in flight
 // reached the limit (WithWorkers).
 func (m *Manager) Prefetch(id string) error {
-	if !m.ok() {
-		return errClosed
-	}
-	idx, ok := m.byID[id]
-	if !ok {
-		return ErrUnknown
+	idx, err := m.lookup(id)
+	if err != nil {
+		return err
 	}
 	now := m.now()
 	m.expirePins(now)
-	err := m.prefetch(idx, now, noLimit)
+	err = m.prefetch(idx, now, noLimit)
 	m.debugCheck()
 	return err
 }

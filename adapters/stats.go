@@ -100,7 +100,7 @@ func (m *Manager) Snapshot() Stats {
 
 func (m *Manager) stats() Stats {
 	s := Stats{
-		Registered: len(m.byID), Loading: m.inflight, Leases: m.refs, Pinned: m.pinned,
+		Registered: len(m.byID), Loading: m.inflight, Leases: len(m.leases) - len(m.freeL), Pinned: m.pinned,
 		Hot:      TierStats{Adapters: m.hotN, Pages: m.hotPages, Bytes: int64(m.hotPages) * int64(m.page)},
 		Warm:     TierStats{Adapters: m.warmN, Pages: m.warmPages, Bytes: m.warmBytes},
 		Acquires: m.c.acquires, HotHits: m.c.hotHits, WarmLoads: m.c.warmLoads, ColdLoads: m.c.coldLoads,
@@ -196,11 +196,12 @@ func (m *Manager) check() error {
 	if live != len(m.byID) || len(m.byRun) != hotN {
 		bad("indexes: %d live, %d ids, %d hot, %d runs indexed", live, len(m.byID), hotN, len(m.byRun))
 	}
+	leases := len(m.leases) - len(m.freeL) // the live ones, by the free list
 	if hotN != m.hotN || hotPages != m.hotPages || warmN != m.warmN || warmPages != m.warmPages ||
-		warmBytes != m.warmBytes || refs != m.refs || pinned != m.pinned || inflight != m.inflight {
+		warmBytes != m.warmBytes || refs != leases || pinned != m.pinned || inflight != m.inflight {
 		bad("counts: hot %d/%d pages %d/%d warm %d/%d pages %d/%d bytes %d/%d refs %d/%d pinned %d/%d inflight %d/%d",
 			hotN, m.hotN, hotPages, m.hotPages, warmN, m.warmN, warmPages, m.warmPages, warmBytes, m.warmBytes,
-			refs, m.refs, pinned, m.pinned, inflight, m.inflight)
+			refs, leases, pinned, m.pinned, inflight, m.inflight)
 	}
 	if held != m.held || quantN != m.quantN || both != m.both {
 		bad("counts: held %d/%d quantized %d/%d hot and warm %d/%d", held, m.held, quantN, m.quantN, both, m.both)
@@ -221,8 +222,8 @@ func (m *Manager) check() error {
 			}
 		}
 	}
-	if liveLeases != m.refs || liveLeases+len(m.freeL) != len(m.leases) {
-		bad("leases: %d live, %d free, %d slots, %d references", liveLeases, len(m.freeL), len(m.leases), m.refs)
+	if liveLeases != leases {
+		bad("leases: %d live, %d free, %d slots, %d references", liveLeases, len(m.freeL), len(m.leases), refs)
 	}
 	if m.cfg.hotSlots > 0 && hotN > m.cfg.hotSlots {
 		bad("hot tier holds %d adapters, budget %d", hotN, m.cfg.hotSlots)

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
-	"time"
 
 	"github.com/locus-go/locus/classes"
 	"github.com/locus-go/locus/pool"
@@ -28,21 +26,10 @@ func checkClassesWrap(r *clCase, m *clModel) error {
 			return errors.Join(err, violationf(ErrContract, "class 0 refused an allocation with %d blocks free", m.want[0].Free))
 		}
 	}
-	var olds []classes.Handle
-	for i := range wrapCycles {
-		if i%4096 == 0 && r.ctx.Err() != nil {
-			return violationf(ErrDeadlock, "cycle %d: stopped by the watchdog", i)
-		}
-		h, err := m.c.Alloc(size)
-		if err != nil {
-			return violationf(ErrContract, "cycle %d: Alloc(%d) with one block of class 0 free: %v", i, size, err)
-		}
-		if i < 2 || i%4096 == 0 || i >= wrapCycles-(1<<15)-2 && i <= wrapCycles-(1<<15)+1 {
-			olds = append(olds, h)
-		}
-		if err := m.c.Free(h); err != nil {
-			return violationf(ErrContract, "cycle %d: Free of the block just allocated: %v", i, err)
-		}
+	olds, err := wrapCycle(r.ctx, fmt.Sprintf("Alloc(%d) with one block of class 0 free", size), "Free of the block just allocated",
+		func() (classes.Handle, error) { return m.c.Alloc(size) }, m.c.Free)
+	if err != nil {
+		return err
 	}
 	w := &m.want[0]
 	w.Allocs += wrapCycles
@@ -131,23 +118,9 @@ func checkClassesSnapshotFresh(r *clCase, m *clModel) error {
 			return errors.Join(err, violationf(ErrContract, "Alloc(1) on a fresh allocator failed"))
 		}
 	}
-	time.Sleep(5 * time.Millisecond) // the last publication is no longer fresh
-	got := make(chan classes.Stats, 1)
-	go func() { got <- m.c.Snapshot() }()
-	var st classes.Stats
-wait:
-	for {
-		select {
-		case st = <-got:
-			break wait
-		case <-r.ctx.Done():
-			return violationf(ErrDeadlock, "Snapshot did not return while the owner drained")
-		default:
-			if _, err := m.c.Drain(); err != nil {
-				return violationf(ErrContract, "Drain: %v", err)
-			}
-			runtime.Gosched()
-		}
+	st, err := snapshotWhileDraining(r.ctx, m.c.Snapshot, m.c.Drain)
+	if err != nil {
+		return err
 	}
 	if len(st.Classes) == 0 || st.Classes[0].Live != k {
 		live := -1

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -21,6 +22,31 @@ const wrapCycles = 1<<16 + 1
 // count.
 const pinWrap = 1 << 16
 
+// wrapCycle allocates and frees one block (or page) wrapCycles times, the
+// caller having made every allocation take that one, and returns the
+// handles a generation that wraps would give again: those of the first
+// cycles, one in 4096, and those 2^15 cycles before the last. allocWhat
+// and freeWhat say, in a violation, what the failed call was.
+func wrapCycle[H any](ctx context.Context, allocWhat, freeWhat string, alloc func() (H, error), free func(H) error) ([]H, error) {
+	var olds []H
+	for i := range wrapCycles {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return nil, violationf(ErrDeadlock, "cycle %d: stopped by the watchdog", i)
+		}
+		h, err := alloc()
+		if err != nil {
+			return nil, violationf(ErrContract, "cycle %d: %s: %v", i, allocWhat, err)
+		}
+		if i < 2 || i%4096 == 0 || i >= wrapCycles-(1<<15)-2 && i <= wrapCycles-(1<<15)+1 {
+			olds = append(olds, h)
+		}
+		if err := free(h); err != nil {
+			return nil, violationf(ErrContract, "cycle %d: %s: %v", i, freeWhat, err)
+		}
+	}
+	return olds, nil
+}
+
 func checkPagesWrap(r *pgCase) error {
 	m, err := newModel(r)
 	if err != nil {
@@ -33,21 +59,10 @@ func checkPagesWrap(r *pgCase) error {
 	if err != nil || wall == nil {
 		return errors.Join(err, violationf(ErrContract, "Alloc(%d) on an empty region of %d pages failed", m.pages-1, m.pages))
 	}
-	var olds []pages.Run
-	for i := range wrapCycles {
-		if i%4096 == 0 && r.ctx.Err() != nil {
-			return violationf(ErrDeadlock, "cycle %d: stopped by the watchdog", i)
-		}
-		run, err := in.alloc(1, weights)
-		if err != nil {
-			return violationf(ErrContract, "cycle %d: Alloc(1) with one page free: %v", i, err)
-		}
-		if i < 2 || i%4096 == 0 || i >= wrapCycles-(1<<15)-2 && i <= wrapCycles-(1<<15)+1 {
-			olds = append(olds, run)
-		}
-		if err := in.Free(run); err != nil {
-			return violationf(ErrContract, "cycle %d: Free of the run just placed: %v", i, err)
-		}
+	olds, err := wrapCycle(r.ctx, "Alloc(1) with one page free", "Free of the run just placed",
+		func() (pages.Run, error) { return in.alloc(1, weights) }, in.Free)
+	if err != nil {
+		return err
 	}
 	m.st.Allocs += wrapCycles
 	m.st.Frees += wrapCycles

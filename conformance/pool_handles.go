@@ -387,21 +387,9 @@ func poolWrap(r *plRun) error {
 	if err := s.AllocChunk(make([]pool.Handle, n-1)); err != nil {
 		return violationf(ErrContract, "AllocChunk(%d) on a fresh pool of %d blocks: %v", n-1, n, err)
 	}
-	var olds []pool.Handle
-	for i := range wrapCycles {
-		if i%4096 == 0 && r.ctx.Err() != nil {
-			return violationf(ErrDeadlock, "cycle %d: stopped by the watchdog", i)
-		}
-		h, err := s.Alloc()
-		if err != nil {
-			return violationf(ErrContract, "cycle %d: Alloc with one block free: %v", i, err)
-		}
-		if i < 2 || i%4096 == 0 || i >= wrapCycles-(1<<15)-2 && i <= wrapCycles-(1<<15)+1 {
-			olds = append(olds, h)
-		}
-		if err := s.Free(h); err != nil {
-			return violationf(ErrContract, "cycle %d: Free of the block just allocated: %v", i, err)
-		}
+	olds, err := wrapCycle(r.ctx, "Alloc with one block free", "Free of the block just allocated", s.Alloc, s.Free)
+	if err != nil {
+		return err
 	}
 	cur, err := s.Alloc()
 	if err != nil {

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -219,23 +220,9 @@ func checkSnapshotFresh(r *plRun) error {
 		}
 		hs = append(hs, h)
 	}
-	time.Sleep(5 * time.Millisecond) // the Stats publication is no longer fresh
-	got := make(chan pool.Stats, 1)
-	go func() { got <- s.Snapshot() }()
-	var st pool.Stats
-wait:
-	for {
-		select {
-		case st = <-got:
-			break wait
-		case <-ctx.Done():
-			return violationf(ErrDeadlock, "Snapshot did not return while the owner drained")
-		default:
-			if _, err := s.Drain(); err != nil {
-				return violationf(ErrContract, "Drain: %v", err)
-			}
-			runtime.Gosched()
-		}
+	st, err := snapshotWhileDraining(ctx, s.Snapshot, s.Drain)
+	if err != nil {
+		return err
 	}
 	for _, h := range hs {
 		if err := s.Free(h); err != nil {
@@ -246,6 +233,30 @@ wait:
 		return violationf(ErrAccounting, "a Snapshot asked for while the owner only drained says %d blocks live, want %d: the owner does not publish at Drain when asked (a scraper of a drain-only owner is stale forever)", st.Live, live+k)
 	}
 	return nil
+}
+
+// snapshotWhileDraining asks for a Snapshot on another goroutine once the
+// last publication is no longer fresh, and calls drain on the owner's
+// goroutine, and nothing else, until the Snapshot returns.
+func snapshotWhileDraining[S any](ctx context.Context, snapshot func() S, drain func() (int, error)) (S, error) {
+	time.Sleep(5 * time.Millisecond) // the last publication is no longer fresh
+	got := make(chan S, 1)
+	go func() { got <- snapshot() }()
+	for {
+		select {
+		case st := <-got:
+			return st, nil
+		case <-ctx.Done():
+			var zero S
+			return zero, violationf(ErrDeadlock, "Snapshot did not return while the owner drained")
+		default:
+			if _, err := drain(); err != nil {
+				var zero S
+				return zero, violationf(ErrContract, "Drain: %v", err)
+			}
+			runtime.Gosched()
+		}
+	}
 }
 
 func checkSnapshot(r *plRun) error {
