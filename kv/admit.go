@@ -207,9 +207,9 @@ func (m *Manager) exhausted(blocks, need, avail int) error {
 // priority (vLLM preempts the latest admitted) and retry. Use Release, not
 // Preempt, for a sequence that is finished.
 func (m *Manager) Preempt(id SeqID) (Admission, error) {
-	si, err := m.lookup(id)
-	if err != nil {
-		return Admission{}, err
+	si, ok := m.liveSeq(id)
+	if !ok {
+		return Admission{}, m.seqError(id)
 	}
 	s := &m.seqs[si]
 	n := s.tokens
@@ -218,7 +218,7 @@ func (m *Manager) Preempt(id SeqID) (Admission, error) {
 	m.hashes = append(m.hashes[:0], s.hashes...)
 	m.releaseSeq(si)
 	m.st.Preemptions++
-	err = m.flushFree()
+	err := m.flushFree()
 	if m.cfg.window > 0 {
 		return m.windowAdmission(n, m.maxHit(n)), err
 	}

@@ -160,8 +160,8 @@ func BenchmarkRemoteRelease(b *testing.B) {
 		if err := r.Release(id); err != nil {
 			b.Fatal(err)
 		}
-		if n, err := m.Drain(); n != 1 || err != nil {
-			b.Fatal(n, err)
+		if d, err := m.Drain(); d.Released != 1 || err != nil {
+			b.Fatal(d, err)
 		}
 	}
 	perBlock(b, 64)

@@ -7,15 +7,42 @@ import (
 	"github.com/locus-go/locus/pool"
 )
 
-// Errors of a Manager, besides pool.ErrExhausted (not enough free and
-// evictable blocks for an all-or-nothing request; see ExhaustedError),
-// pool.ErrInvalidArgument, pool.ErrInvalidConfig and pool.ErrClosed, which
-// it shares with the pool. Match them with errors.Is.
+// Errors of a Manager. Match them with errors.Is. The pool's errors that a
+// Manager returns are re-exported here, so a kv user needs to import only
+// kv: each is the pool's own value, and errors.Is matches either name.
 var (
-	// ErrInvalidSequence: the sequence id is zero, of another manager, or
-	// stale: its sequence was released or preempted (a second release, or
-	// a release by a second worker, is stale too).
+	// ErrExhausted: not enough free and evictable blocks for an
+	// all-or-nothing request (see ExhaustedError). It is pool.ErrExhausted.
+	ErrExhausted = pool.ErrExhausted
+	// ErrInvalidArgument: an argument out of range (a token index past the
+	// sequence, a negative count). It is pool.ErrInvalidArgument.
+	ErrInvalidArgument = pool.ErrInvalidArgument
+	// ErrInvalidConfig: an option out of range at New. It is
+	// pool.ErrInvalidConfig.
+	ErrInvalidConfig = pool.ErrInvalidConfig
+	// ErrClosed: the manager (or its pool) is closed. It is pool.ErrClosed.
+	ErrClosed = pool.ErrClosed
+)
+
+// Errors about sequence ids. Each of ErrUnknownSequence, ErrStaleSequence
+// and ErrForeignSequence also matches ErrInvalidSequence, so a caller that
+// does not care why matches that one.
+var (
+	// ErrInvalidSequence: the sequence id is not one of a live sequence of
+	// this manager, for one of the reasons below.
 	ErrInvalidSequence = errors.New("kv: invalid sequence")
+	// ErrUnknownSequence: the id is zero, or this manager never issued it
+	// (a forged or corrupted id).
+	ErrUnknownSequence = fmt.Errorf("%w: unknown id", ErrInvalidSequence)
+	// ErrStaleSequence: the id's sequence has ended: it was released or
+	// preempted. A second release, or a release by a second worker, is
+	// stale.
+	ErrStaleSequence = fmt.Errorf("%w: stale id (released or preempted)", ErrInvalidSequence)
+	// ErrForeignSequence: the id belongs to another manager.
+	ErrForeignSequence = fmt.Errorf("%w: id of another manager", ErrInvalidSequence)
+)
+
+var (
 	// ErrPinLimit: pinning would take the pinned blocks past the share of
 	// the pool that WithMaxPinned allows.
 	ErrPinLimit = errors.New("kv: pinned share of the pool exhausted")

@@ -92,6 +92,101 @@ type Event struct {
 	Medium string
 }
 
+// eventLog builds the hot pool's cache events and decides when the
+// subscriber sees them, which is what a router sees of the manager:
+//
+//   - the cached blocks one call evicts (to make room, down to the low
+//     watermark at Drain, or at Reset), as one BlockRemoved before the
+//     call returns and before that call's BlockStored;
+//   - the blocks one call enters into the prefix cache, as one BlockStored
+//     per run that chains (a run breaks at a block already cached, and at
+//     the end of the call);
+//   - AllBlocksCleared in place of the removals of a Reset that empties
+//     everything a router could hold.
+//
+// Without a subscriber it keeps nothing. It is owner state: every method
+// runs on the owner goroutine.
+type eventLog struct {
+	sub         func(*Event)
+	event       Event // reused; BlockSize set at New
+	removedHash []Hash
+	storedHash  []Hash
+	storedToken []uint32
+	panics      uint64 // events lost to a panicking subscriber
+}
+
+// stored records that block h, child of parent, with tokens, entered the
+// cache; a run of them goes out at the next flushStored.
+func (l *eventLog) stored(parent, h Hash, tokens []uint32) {
+	if l.sub == nil {
+		return
+	}
+	if len(l.storedHash) == 0 {
+		l.event.Parent = parent
+	}
+	l.storedHash = append(l.storedHash, h)
+	l.storedToken = append(l.storedToken, tokens...)
+}
+
+// removed records that cached block h left the cache.
+func (l *eventLog) removed(h Hash) {
+	if l.sub != nil {
+		l.removedHash = append(l.removedHash, h)
+	}
+}
+
+// flushStored emits the run of stored blocks, all of key.
+func (l *eventLog) flushStored(key Key) {
+	if len(l.storedHash) == 0 {
+		return
+	}
+	l.event.Tokens, l.event.Key = l.storedToken, key
+	l.emit(BlockStored, l.storedHash)
+	l.event.Tokens, l.event.Key = nil, Key{}
+	clear(l.storedHash)
+	l.storedHash = l.storedHash[:0]
+	l.storedToken = l.storedToken[:0]
+}
+
+// flushRemoved emits the removals recorded since the last flush.
+func (l *eventLog) flushRemoved() {
+	if len(l.removedHash) == 0 {
+		return
+	}
+	l.emit(BlockRemoved, l.removedHash)
+	clear(l.removedHash)
+	l.removedHash = l.removedHash[:0]
+}
+
+// clearedAll replaces the removals recorded since the last flush by one
+// AllBlocksCleared.
+func (l *eventLog) clearedAll() {
+	if l.sub == nil {
+		return
+	}
+	clear(l.removedHash)
+	l.removedHash = l.removedHash[:0]
+	l.emit(AllBlocksCleared, nil)
+}
+
+func (l *eventLog) emit(kind EventKind, hashes []Hash) {
+	l.event.Kind, l.event.Hashes = kind, hashes
+	l.deliver(&l.event)
+	l.event.Hashes, l.event.Parent = nil, Hash{}
+}
+
+// deliver passes ev to the subscriber. A subscriber that panics loses that
+// event, and only that event: deliver recovers and counts it, so the
+// manager's call goes on with its state consistent.
+func (l *eventLog) deliver(ev *Event) {
+	defer func() {
+		if recover() != nil {
+			l.panics++
+		}
+	}()
+	l.sub(ev)
+}
+
 // tierEventSource is what a tier needs for a Manager with a subscriber to
 // emit its events: a medium to name, and the events it records. Every
 // *tier.Manager has both.
@@ -242,12 +337,7 @@ func (m *Manager) emitTier(kind EventKind, t int, parent Hash, key Key) {
 	if kind == BlockStored {
 		ev.Tokens = te.tokens
 	}
-	defer func() {
-		*ev = Event{BlockSize: m.bs}
-		te.hashes, te.tokens = te.hashes[:0], te.tokens[:0]
-		if recover() != nil {
-			m.st.SubscriberPanics++
-		}
-	}()
-	m.cfg.subscriber(ev)
+	m.log.deliver(ev)
+	*ev = Event{BlockSize: m.bs}
+	te.hashes, te.tokens = te.hashes[:0], te.tokens[:0]
 }

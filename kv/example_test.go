@@ -30,9 +30,9 @@ func Example() {
 	done := make(chan struct{})
 	go func() { _ = r.Release(a); close(done) }() // the worker: request a is finished
 	<-done
-	n, _ := m.Drain() // the owner, once per step
+	d, _ := m.Drain() // the owner, once per step
 	st := m.Stats()
-	fmt.Println("released", n, "- in use", st.InUse, "cached", st.Cached, "free", st.Free)
+	fmt.Println("released", d.Released, "- in use", st.InUse, "cached", st.Cached, "free", st.Free)
 	// Output:
 	// first request reuses 0 tokens
 	// second request reuses 512 tokens

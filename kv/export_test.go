@@ -37,7 +37,7 @@ func (m *Manager) Uncache(h Hash) bool {
 	}
 	m.evict(bi)
 	m.release(bi)
-	m.flushRemoved()
+	m.log.flushRemoved()
 	return m.flushFree() == nil
 }
 

@@ -266,15 +266,26 @@ func (g *Groups) usable() error {
 	return nil
 }
 
-// lookup validates id and returns its slot.
-func (g *Groups) lookup(id SeqID) (uint32, error) {
+// liveSeq returns id's slot when the Groups are usable and id names a live
+// sequence of theirs; seqError says why not.
+func (g *Groups) liveSeq(id SeqID) (uint32, bool) {
+	if g != nil && !g.closed && id.mgr == g.id && id.idx < uint32(len(g.seqs)) && id.gen&1 == 1 && g.seqs[id.idx].gen == id.gen {
+		return id.idx, true
+	}
+	return 0, false
+}
+
+// seqError says why liveSeq rejected id.
+func (g *Groups) seqError(id SeqID) error {
 	if err := g.usable(); err != nil {
-		return 0, err
+		return err
 	}
-	if id.mgr != g.id || id.idx >= uint32(len(g.seqs)) || id.gen&1 == 0 || g.seqs[id.idx].gen != id.gen {
-		return 0, ErrInvalidSequence
+	in := id.idx < uint32(len(g.seqs))
+	var cur uint64
+	if in {
+		cur = g.seqs[id.idx].gen
 	}
-	return id.idx, nil
+	return seqErr(id, g.id, in, cur)
 }
 
 // Admit starts a sequence of prompt tokens in every group and returns its
@@ -478,8 +489,8 @@ func (g *Groups) Append(id SeqID, tokens []uint32) error {
 // across the groups.
 func (g *Groups) Reserve(id SeqID, n int) error {
 	if n < 0 {
-		if _, err := g.lookup(id); err != nil {
-			return err
+		if _, ok := g.liveSeq(id); !ok {
+			return g.seqError(id)
 		}
 		return fmt.Errorf("kv: %w: reserve %d slots", pool.ErrInvalidArgument, n)
 	}
@@ -500,9 +511,9 @@ const (
 )
 
 func (g *Groups) extend(id SeqID, tokens []uint32, look, op int) error {
-	si, err := g.lookup(id)
-	if err != nil {
-		return err
+	si, ok := g.liveSeq(id)
+	if !ok {
+		return g.seqError(id)
 	}
 	if op == opAppend && len(tokens) == 0 {
 		return nil
@@ -547,9 +558,9 @@ func (m *Manager) lookFor(si uint32, ntok, look, op int) int {
 // block in each state group. It fails with an *ExhaustedError, changing
 // nothing, when a state group has no free block for the copy.
 func (g *Groups) Fork(id SeqID) (SeqID, error) {
-	si, err := g.lookup(id)
-	if err != nil {
-		return SeqID{}, err
+	si, ok := g.liveSeq(id)
+	if !ok {
+		return SeqID{}, g.seqError(id)
 	}
 	for i := range g.gs {
 		if gr := &g.gs[i]; gr.m == nil && gr.capacity-gr.inUse < 1 {
@@ -562,6 +573,7 @@ func (g *Groups) Fork(id SeqID) (SeqID, error) {
 	for i := range g.gs {
 		gr := &g.gs[i]
 		if gr.m != nil {
+			var err error
 			if ns.ids[i], err = gr.m.Fork(s.ids[i]); err != nil {
 				g.abandon(ni)
 				return SeqID{}, fmt.Errorf("kv: group %d: %w", i, err)
@@ -586,9 +598,9 @@ func (g *Groups) Fork(id SeqID) (SeqID, error) {
 // full attention blocks stay cached), and frees its state blocks. A stale
 // or foreign id fails with ErrInvalidSequence and changes nothing.
 func (g *Groups) Release(id SeqID) error {
-	si, err := g.lookup(id)
-	if err != nil {
-		return err
+	si, ok := g.liveSeq(id)
+	if !ok {
+		return g.seqError(id)
 	}
 	return g.end(si, false)
 }
@@ -599,9 +611,9 @@ func (g *Groups) Release(id SeqID) error {
 // take, combined over the groups as CanAdmit combines them. The id is
 // stale afterwards; readmit with Admit.
 func (g *Groups) Preempt(id SeqID) (Admission, error) {
-	si, err := g.lookup(id)
-	if err != nil {
-		return Admission{}, err
+	si, ok := g.liveSeq(id)
+	if !ok {
+		return Admission{}, g.seqError(id)
 	}
 	s := &g.seqs[si]
 	n := s.tokens
@@ -612,7 +624,7 @@ func (g *Groups) Preempt(id SeqID) (Admission, error) {
 			break
 		}
 	}
-	err = g.end(si, true)
+	err := g.end(si, true)
 	return g.admission(n, g.coordinate(n)), err
 }
 
@@ -694,32 +706,39 @@ func (g *Groups) freeSlot(si uint32) {
 
 // Tokens returns a live sequence's length in tokens.
 func (g *Groups) Tokens(id SeqID) (int, error) {
-	si, err := g.lookup(id)
-	if err != nil {
-		return 0, err
+	si, ok := g.liveSeq(id)
+	if !ok {
+		return 0, g.seqError(id)
 	}
 	return g.seqs[si].tokens, nil
 }
 
-// Blocks returns a live sequence's block table in group i: for an
-// attention group as Manager.Blocks gives it (a sliding-window group has
-// zero handles for the blocks out of its window), for a state group its
-// one state block. The slice is the manager's: read it before the next
-// call that changes the sequence. A group out of range fails with
-// pool.ErrInvalidArgument.
+// Blocks returns a copy of a live sequence's block table in group i: for
+// an attention group as Manager.Blocks gives it (a sliding-window group
+// has zero handles for the blocks out of its window), for a state group
+// its one state block. A group out of range fails with
+// pool.ErrInvalidArgument. AppendBlocks appends it to a reused slice
+// instead.
 func (g *Groups) Blocks(id SeqID, i int) ([]pool.Handle, error) {
-	si, err := g.lookup(id)
-	if err != nil {
-		return nil, err
+	return g.AppendBlocks(nil, id, i)
+}
+
+// AppendBlocks appends a live sequence's block table in group i (see
+// Blocks) to dst and returns the extended slice; on error it returns dst
+// unchanged.
+func (g *Groups) AppendBlocks(dst []pool.Handle, id SeqID, i int) ([]pool.Handle, error) {
+	si, ok := g.liveSeq(id)
+	if !ok {
+		return dst, g.seqError(id)
 	}
 	if i < 0 || i >= len(g.gs) {
-		return nil, fmt.Errorf("kv: %w: group %d of %d", pool.ErrInvalidArgument, i, len(g.gs))
+		return dst, fmt.Errorf("kv: %w: group %d of %d", pool.ErrInvalidArgument, i, len(g.gs))
 	}
 	s := &g.seqs[si]
 	if m := g.gs[i].m; m != nil {
-		return m.seqs[s.ids[i].idx].blocks, nil
+		return append(dst, m.seqs[s.ids[i].idx].blocks...), nil
 	}
-	return s.states[i : i+1], nil
+	return append(dst, s.states[i]), nil
 }
 
 // Block returns the block of group i that holds token t of a live
@@ -728,9 +747,9 @@ func (g *Groups) Blocks(id SeqID, i int) ([]pool.Handle, error) {
 // whatever t. A group or token out of range fails with
 // pool.ErrInvalidArgument.
 func (g *Groups) Block(id SeqID, i, t int) (pool.Handle, error) {
-	si, err := g.lookup(id)
-	if err != nil {
-		return pool.Handle{}, err
+	si, ok := g.liveSeq(id)
+	if !ok {
+		return pool.Handle{}, g.seqError(id)
 	}
 	if i < 0 || i >= len(g.gs) || t < 0 {
 		return pool.Handle{}, fmt.Errorf("kv: %w: group %d of %d, token %d", pool.ErrInvalidArgument, i, len(g.gs), t)
@@ -862,9 +881,9 @@ func (g *Groups) check() error {
 				held[i]++
 				continue
 			}
-			mi, err := gr.m.lookup(s.ids[i])
-			if err != nil {
-				return fmt.Errorf("group %d: sequence %d: %w", i, si, err)
+			mi, ok := gr.m.liveSeq(s.ids[i])
+			if !ok {
+				return fmt.Errorf("group %d: sequence %d: %w", i, si, gr.m.seqError(s.ids[i]))
 			}
 			if t := gr.m.seqs[mi].tokens; t != s.tokens {
 				return fmt.Errorf("group %d: sequence %d has %d tokens, the groups %d", i, si, t, s.tokens)

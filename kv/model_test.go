@@ -447,6 +447,14 @@ func (md *model) reset() int {
 	return n
 }
 
+// pinCap is the number of blocks WithMaxPinned(share) lets pins hold.
+func pinCap(share float64, capacity int) int {
+	if share == 0 {
+		return capacity
+	}
+	return int(share * float64(capacity))
+}
+
 func (md *model) drain() (released, rejected int) {
 	for _, s := range md.pending {
 		md.release(s)
@@ -511,7 +519,7 @@ func errClass(err error) string {
 	if e := (*kv.ExhaustedError)(nil); errors.As(err, &e) {
 		return fmt.Sprintf("%+v never=%v too-large=%v", *e, e.Never(), errors.Is(err, kv.ErrTooLarge))
 	}
-	for _, e := range []error{pool.ErrExhausted, kv.ErrInvalidSequence, kv.ErrPinLimit, pool.ErrInvalidArgument} {
+	for _, e := range []error{pool.ErrExhausted, kv.ErrStaleSequence, kv.ErrForeignSequence, kv.ErrUnknownSequence, kv.ErrInvalidSequence, kv.ErrPinLimit, pool.ErrInvalidArgument} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}
@@ -536,7 +544,7 @@ func runModel(p kv.BlockPool, data []byte) error {
 	if cfg&2 != 0 {
 		high, low = 0.9, 0.5
 	}
-	maxPinned := []float64{0, 0.25, 0.5, 1}[cfg>>2&3]
+	maxPinned := []float64{0, 0.25, 0.5, 0.001}[cfg>>2&3] // 0: no cap; 0.001: under one block, no pins
 	caching := cfg&16 == 0
 	var now int64 = 1
 	clock := func() time.Time { return time.Unix(0, now) }
@@ -579,7 +587,7 @@ func runModel(p kv.BlockPool, data []byte) error {
 		return err
 	}
 	md := &model{
-		bs: bs, capacity: p.Capacity(), maxPinned: int(maxPinned * float64(p.Capacity())),
+		bs: bs, capacity: p.Capacity(), maxPinned: pinCap(maxPinned, p.Capacity()),
 		caching: caching, freed: freed, high: high, low: low, hasher: m.Hasher(), now: func() int64 { return now },
 		poolFree: p.Capacity(), cache: map[kv.Hash]*mblock{},
 	}
@@ -718,18 +726,18 @@ func runModel(p kv.BlockPool, data []byte) error {
 			}
 			id := md.dead[r.next()%len(md.dead)]
 			what = "double release " + id.String()
-			got, want = m.Release(id), kv.ErrInvalidSequence
+			got, want = m.Release(id), kv.ErrStaleSequence
 			md.st.RejectedReleases++
 		case 9: // drain
 			what = "drain"
-			n, err := m.Drain()
+			d, err := m.Drain()
 			mn, rejected := md.drain()
-			if n != mn {
-				return fmt.Errorf("step %d drain: released %d, model %d", step, n, mn)
+			if d.Released != mn || d.Rejected != rejected {
+				return fmt.Errorf("step %d drain: released %d, rejected %d; model %d, %d", step, d.Released, d.Rejected, mn, rejected)
 			}
 			got = err
 			if rejected > 0 {
-				want = kv.ErrInvalidSequence
+				want = kv.ErrStaleSequence // only doubled releases reach a drain
 			}
 		case 10: // pin, unpin, priority, reset, time
 			switch r.next() % 5 {
@@ -781,7 +789,7 @@ func runModel(p kv.BlockPool, data []byte) error {
 			}
 		case 11: // a zero or foreign id is rejected
 			what = "foreign release"
-			got, want = m.Release(kv.SeqID{}), kv.ErrInvalidSequence
+			got, want = m.Release(kv.SeqID{}), kv.ErrUnknownSequence
 			md.st.RejectedReleases++
 		case 12: // reserve lookahead slots and write drafts into them
 			_, s := pick()

@@ -82,7 +82,8 @@ type config struct {
 const (
 	// DefaultTokensPerBlock is vLLM's default block size.
 	DefaultTokensPerBlock = 16
-	// DefaultMaxPinned is the share of the pool pins may hold.
+	// DefaultMaxPinned is the share of the pool pins may hold unless
+	// WithMaxPinned says otherwise.
 	DefaultMaxPinned = 0.5
 )
 
@@ -173,9 +174,12 @@ func WithWatermarks(high, low float64) Option {
 	return optionFunc(func(c *config) { c.high, c.low = high, low })
 }
 
-// WithMaxPinned caps the share of the pool that pinned blocks may hold
-// (default DefaultMaxPinned; 0 forbids pinning), so that pins can never
-// starve admissions.
+// WithMaxPinned caps the share of the pool that pinned blocks may hold, so
+// that pins can never starve admissions: 0 < share <= 1, rounded down to
+// whole blocks (a share below one block forbids pinning). Without the
+// option the cap is DefaultMaxPinned, half the pool; 0 means no cap
+// (pins may hold the whole pool), and a share outside 0 to 1 fails New
+// with ErrInvalidConfig.
 func WithMaxPinned(share float64) Option { return optionFunc(func(c *config) { c.maxPinned = share }) }
 
 // WithSubscriber makes the manager call fn with every cache event (see

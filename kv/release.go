@@ -13,9 +13,10 @@ import (
 // SeqID names one sequence of one Manager: the manager, the sequence's slot
 // and the slot's generation when the sequence was admitted or forked. Like
 // a pool.Handle it matches its sequence only until the sequence is
-// released; afterwards, and for another manager, every call rejects it
-// with ErrInvalidSequence, so a double release never drops a reference
-// that another holder owns. The zero SeqID is never valid. SeqIDs are
+// released; afterwards every call rejects it with ErrStaleSequence, and
+// another manager rejects it with ErrForeignSequence (both match
+// ErrInvalidSequence), so a double release never drops a reference that
+// another holder owns. The zero SeqID is never valid. SeqIDs are
 // comparable and may be copied and sent to other goroutines.
 type SeqID struct {
 	gen uint64 // odd while the sequence is live
@@ -32,6 +33,23 @@ func (id SeqID) String() string {
 		return "kv.SeqID{}"
 	}
 	return fmt.Sprintf("kv%d/seq%d@%d", id.mgr, id.idx, id.gen)
+}
+
+// seqErr says why id is not a live sequence of manager mgr, whose slot
+// id.idx exists when inRange and then has generation cur. A slot's
+// generation only grows (odd while a sequence holds it), so an odd
+// generation below cur is a sequence that ended, and one above it was
+// never issued.
+func seqErr(id SeqID, mgr uint32, inRange bool, cur uint64) error {
+	switch {
+	case id.IsZero():
+		return ErrUnknownSequence
+	case id.mgr != mgr:
+		return ErrForeignSequence
+	case !inRange || id.gen&1 == 0 || id.gen > cur:
+		return ErrUnknownSequence
+	}
+	return ErrStaleSequence
 }
 
 // handle encodes id as a pool.Handle so that the release mailbox, which

@@ -51,11 +51,13 @@ func testRemoteRelease(t *testing.T, p kv.BlockPool) {
 			}
 		})
 	}
-	released, rejected := 0, 0
+	released, rejected, reported := 0, 0, 0
 	drain := func() {
-		n, err := m.Drain()
-		released += n
+		d, err := m.Drain()
+		released += d.Released
+		reported += d.Rejected
 		if err != nil {
+			require.ErrorIs(t, err, kv.ErrStaleSequence)
 			require.ErrorIs(t, err, kv.ErrInvalidSequence)
 		}
 		require.NoError(t, m.Check())
@@ -69,6 +71,7 @@ func testRemoteRelease(t *testing.T, p kv.BlockPool) {
 	rejected = int(st.RejectedReleases - before.RejectedReleases)
 	require.Equal(t, workers*perWorker, released)
 	require.Equal(t, 2, rejected)
+	require.Equal(t, 2, reported, "Drain reports each rejected release")
 	require.Equal(t, uint64(workers*perWorker), st.RemoteReleases)
 	require.Equal(t, 1, st.Sequences)
 	require.Equal(t, 4, st.InUse, "the live sequence still holds the system prompt")

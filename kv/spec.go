@@ -27,9 +27,9 @@ import (
 // can use, and a scheduler that wants headroom should read CanAdmit's
 // Available instead.
 func (m *Manager) Reserve(id SeqID, n int) error {
-	si, err := m.lookup(id)
-	if err != nil {
-		return err
+	si, ok := m.liveSeq(id)
+	if !ok {
+		return m.seqError(id)
 	}
 	if n < 0 {
 		return fmt.Errorf("kv: %w: reserve %d slots", pool.ErrInvalidArgument, n)
@@ -52,9 +52,9 @@ func (m *Manager) Reserve(id SeqID, n int) error {
 // Reserve sharing the block they go to, it cannot fail for lack of blocks. Without speculation use Append, which keeps whatever
 // reservation the tokens did not fill.
 func (m *Manager) Accept(id SeqID, accepted []uint32) error {
-	si, err := m.lookup(id)
-	if err != nil {
-		return err
+	si, ok := m.liveSeq(id)
+	if !ok {
+		return m.seqError(id)
 	}
 	return m.extend(si, accepted, 0)
 }

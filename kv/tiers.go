@@ -571,7 +571,7 @@ func (m *Manager) finalize(si uint32) {
 		j := (i - s.hot) * bs
 		m.indexBlock(s, i, s.deferred[j:j+bs])
 	}
-	m.flushStored(s.key)
+	m.log.flushStored(s.key)
 	m.announceStaged(SeqID{gen: s.gen, idx: si, mgr: m.id})
 	n := copy(s.deferred, s.deferred[(s.valid-s.hot)*bs:])
 	s.deferred = s.deferred[:n]
@@ -584,7 +584,7 @@ func (m *Manager) indexDeferred(s *seq) {
 	for k := 0; k+bs <= len(s.deferred); k += bs {
 		m.indexBlock(s, s.valid+k/bs, s.deferred[k:k+bs])
 	}
-	m.flushStored(s.key)
+	m.log.flushStored(s.key)
 	s.deferred = s.deferred[:0]
 }
 
@@ -614,9 +614,7 @@ func (m *Manager) unhold(i int32) {
 			m.inUse--
 			if !b.hash.IsZero() {
 				delete(m.index, b.hash)
-				if m.cfg.subscriber != nil {
-					m.removed = append(m.removed, b.hash)
-				}
+				m.log.removed(b.hash)
 				b.hash = Hash{}
 				m.st.Evictions++
 				m.st.WatermarkEvictions++
@@ -777,7 +775,7 @@ func (m *Manager) finish(xi int32, d tier.Done) {
 		for _, bi := range x.blocks {
 			m.blocks[bi].loading = false
 		}
-		if si, err := m.lookup(x.seq); err == nil {
+		if si, live := m.liveSeq(x.seq); live {
 			s := &m.seqs[si]
 			if !ok {
 				f := d.Failed
@@ -799,17 +797,17 @@ func (m *Manager) finish(xi int32, d tier.Done) {
 		// loads ran): its blocks are unhashed and go back to the pool
 		// with their last hold, counted neither loaded nor failed.
 	} else if x.stage {
-		si, err := m.lookup(x.seq)
+		si, live := m.liveSeq(x.seq)
 		if ok {
 			ts.st.StoredBlocks += uint64(len(x.blocks))
 			ts.st.PromotedBlocks += uint64(len(x.blocks))
-			if err == nil && m.tev.on {
+			if live && m.tev.on {
 				ts.staged = append(ts.staged, stagedRun{seq: x.seq, blocks: append([]int32(nil), x.blocks...)})
 			}
 		} else {
 			ts.st.StoreFailures++
 		}
-		if err == nil {
+		if live {
 			// Ready with the block whether or not the hotter tier took
 			// it: the load itself succeeded.
 			if s := &m.seqs[si]; s.loads > 0 {
@@ -914,9 +912,9 @@ func (m *Manager) announceStaged(id SeqID) {
 // Use it in the scheduler's loop: keep an admitted sequence waiting until
 // Ready, after a Drain.
 func (m *Manager) Ready(id SeqID) (cached int, ready bool, err error) {
-	si, err := m.lookup(id)
-	if err != nil {
-		return 0, false, err
+	si, ok := m.liveSeq(id)
+	if !ok {
+		return 0, false, m.seqError(id)
 	}
 	s := &m.seqs[si]
 	return s.valid * m.bs, s.loads == 0, nil
@@ -928,9 +926,9 @@ func (m *Manager) Ready(id SeqID) (cached int, ready bool, err error) {
 // FromCompute for the rest, lookahead blocks included. After a failed
 // load, the blocks from the first one that failed on are FromCompute.
 func (m *Manager) Sources(id SeqID, dst []Source) ([]Source, error) {
-	si, err := m.lookup(id)
-	if err != nil {
-		return dst, err
+	si, ok := m.liveSeq(id)
+	if !ok {
+		return dst, m.seqError(id)
 	}
 	s := &m.seqs[si]
 	for i := range s.blocks {

@@ -27,9 +27,9 @@
 // collector, and between scrapes, the owner's hot path does
 // exactly what it does without metrics. Counts read at a scrape are as of
 // the owner's last Drain or Stats (for a page pool, its last Alloc, Free,
-// Pin, Unpin, Evict or Stats): an owner that uses its pool only through
-// a kv.Manager (whose Drain drains the manager, not the pool) calls the
-// pool's Drain once per step too, which publishes its counts.
+// Pin, Unpin, Evict or Stats). An owner that uses its pool only through
+// a kv.Manager needs no extra call: the manager's Drain drains its pool
+// too, which publishes the pool's counts.
 //
 // # Names
 //
