@@ -75,6 +75,8 @@ func subjects(t *testing.T) []subject {
 	ss = append(ss, nilAndZero[events.Publisher]()...)
 	ss = append(ss, nilAndZero[tier.Manager]()...)
 	ss = append(ss, nilAndZero[host.Tier]()...)
+	ss = append(ss, nilAndZero[host.Peer]()...)
+	ss = append(ss, nilAndZero[mmap.View]()...)
 	ss = append(ss, nilAndZero[disk.Tier]()...)
 	ss = append(ss, nilAndZero[adapters.Manager]()...)
 	ss = append(ss, nilAndZero[adapters.Releaser]()...)

@@ -28,12 +28,12 @@
 //	st, err := host.New(blockSize, blocks, host.WithSharedFile("/dev/shm/locus-host"), host.WithPrefault())
 //
 // The tier's index (which row holds which key) lives in the process, in
-// the tier.Manager; the file holds the rows and a header per row. So the
-// file is shared in time, not in space: it has one owner at a time (an
-// exclusive lock on the file, taken by New and released by Close or by
-// the owner's death), and New over the same path fails with an error
-// wrapping mmap.ErrFileLocked while another tier, in this process or
-// another, has it open. What sharing buys is recovery, as the disk tier
+// the tier.Manager; the file holds the rows and a header per row. The
+// file has one owner, the only writer, at a time (an exclusive lock on
+// the file, taken by New and released by Close or by the owner's death),
+// and New over the same path fails with an error wrapping
+// mmap.ErrFileLocked while another tier, in this process or another, has
+// it open. What sharing in time buys is recovery, as the disk tier
 // has it but at memory speed: the next owner, after the last one closed
 // the tier, exited or was killed (SIGKILL included), finds every block
 // that was completely written (Recovered, Recovery) and serves it again,
@@ -46,9 +46,14 @@
 // row's header twice (cleared before the copy, set after it): 144 bytes
 // beside the block, no system call.
 //
-// A second process that maps the file while the owner writes it would see
-// the bytes but not the index, and rows that change under it: that is not
-// offered. A fleet that wants several live readers uses tier/redis.
+// Readers beside the owner attach with Attach: a Peer maps the file
+// read-only, takes no lock, and reads the row it is told to (the owner's
+// LoadPlan slots, passed over the engine's own channel, as vLLM passes
+// them to its worker processes); it is never handed a torn or replaced
+// block, even when it reads a row the owner is rewriting (see Peer). So
+// the file is shared in space too: one writer and any number of readers
+// on the machine (amd64 and 386). Readers on other machines use
+// tier/redis.
 package host
 
 import (
