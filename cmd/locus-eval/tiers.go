@@ -98,6 +98,7 @@ type tiersConfig struct {
 	BatchBytes  int     `json:"batch_bytes"`
 	BlockSizes  []int   `json:"block_sizes"`
 	Sync        bool    `json:"sync"`
+	Direct      bool    `json:"direct,omitempty"` // -direct: O_DIRECT asked for
 	Seed        uint64  `json:"seed"`
 }
 
@@ -117,6 +118,10 @@ type tiersDisk struct {
 	// PageCache: the reads may come from the page cache (the files were
 	// written in this run and nothing was dropped; buffered I/O).
 	PageCache bool `json:"page_cache"`
+	// DirectIO: the tier's file and the limit file were open with
+	// O_DIRECT (-direct, where the file system allows it): stores and
+	// loads went to the device.
+	DirectIO bool `json:"direct_io,omitempty"`
 }
 
 // tiersRow is one tier, operation and block size, with its limit.
@@ -195,6 +200,7 @@ type tiersBound struct {
 type tiersOptions struct {
 	dir      string // "" for a temporary directory
 	sync     bool
+	direct   bool
 	cellTime time.Duration
 	minPairs int
 	region   int // bytes
@@ -220,7 +226,8 @@ and its limit alternate in a random order many times; the ratio is the median ov
 ratio. Then ADR-006's targets for an adapter-sized object (16 MiB as 8 blocks of 2 MiB, one Load job):
 warm (host) under 1 ms, cold (disk) under 10 ms; and the issue's bars: the host tier at least 80 % of
 memmove, the disk tier at least 70 % of the file's bandwidth, at 512 KiB blocks. Missed targets are
-printed, not errors. Reads are buffered: they come from the page cache (nothing is dropped).
+printed, not errors. Reads are buffered: they come from the page cache (nothing is dropped), unless
+-direct opens the tier's file and the limit file with O_DIRECT, so that both go to the device.
 Then the chat workload (bench's chat trace) through a kv.Manager whose hot pool holds the live requests
 but not every conversation, with 0, 1 (host) and 2 (host, disk) tiers, the last with direct and staged
 promotion: prefix-hit tokens, tokens not recomputed, bytes moved per tier, time per trace (-chat=false: skip).
@@ -232,6 +239,7 @@ Flags:
 	}
 	dir := fs.String("dir", "", "directory for the disk tier's files (default: a new temporary directory); a subdirectory is made there and removed after")
 	syncWrites := fs.Bool("sync", false, "disk stores fsync every block (the tier: disk.WithSyncWrites; the limit: pwrite, then fsync)")
+	direct := fs.Bool("direct", false, "the disk tier and its limit file use O_DIRECT (disk.WithDirectIO) in the store, load and adapter parts: the page cache is bypassed; where the file system refuses O_DIRECT (tmpfs before Linux 6.6) both stay buffered and the output says so (the chat replay stays buffered)")
 	cellTime := fs.Duration("cell-time", defaultCellTime, fmt.Sprintf("time per measured part (-quick: %v); %v to %v", quickCellTime, minCellTime, maxCellTime))
 	region := fs.Int("region-mib", defaultRegionMiB, fmt.Sprintf("MiB of each tier and of its limit's region or file (-quick: %d); %d to %d", quickRegionMiB, minRegionMiB, maxRegionMiB))
 	workers := fs.Int("workers", 0, fmt.Sprintf("copy workers of each tier.Manager (0: the tier's default, min(GOMAXPROCS, 4)); 0 to %d", maxTierWorkers))
@@ -243,7 +251,7 @@ Flags:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o := tiersOptions{dir: *dir, sync: *syncWrites, cellTime: *cellTime, minPairs: defaultMinPairs, region: *region << 20,
+	o := tiersOptions{dir: *dir, sync: *syncWrites, direct: *direct, cellTime: *cellTime, minPairs: defaultMinPairs, region: *region << 20,
 		workers: *workers, seed: *seed, quick: *quick, chat: *chat}
 	var errs []error
 	if flagSet(fs, "cell-time") && (*cellTime < minCellTime || *cellTime > maxCellTime) {
@@ -292,7 +300,7 @@ func measureTiers(o tiersOptions) (*tiersDoc, error) {
 	doc := &tiersDoc{Schema: tiersSchema, SchemaVersion: tiersSchemaVersion, Created: start.UTC(), Machine: eval.ThisMachine(),
 		Revision: eval.ThisRevision(), Quick: o.quick,
 		Config: tiersConfig{CellSeconds: o.cellTime.Seconds(), MinPairs: o.minPairs, RegionBytes: o.region, BatchBytes: tiersBatchBytes,
-			BlockSizes: slices.Clone(tierBlockSizes), Sync: o.sync, Seed: o.seed},
+			BlockSizes: slices.Clone(tierBlockSizes), Sync: o.sync, Direct: o.direct, Seed: o.seed},
 		Workers: tiersWorkersInfo{Copy: o.workers, Default: min(runtime.GOMAXPROCS(0), 4)}}
 	base, made := o.dir, o.dir == ""
 	dir, err := os.MkdirTemp(base, "locus-tiers-")
@@ -327,6 +335,9 @@ func measureTiers(o tiersOptions) (*tiersDoc, error) {
 		}
 		doc.Adapter = append(doc.Adapter, a)
 	}
+	if b.directIO {
+		doc.Disk.DirectIO, doc.Disk.PageCache = true, false
+	}
 	if o.chat {
 		if doc.Chat, err = measureChat(b); err != nil {
 			return nil, err
@@ -341,15 +352,16 @@ func measureTiers(o tiersOptions) (*tiersDoc, error) {
 // tiersBench holds what every part shares: the buffers, the order, the
 // progress.
 type tiersBench struct {
-	o     tiersOptions
-	dir   string
-	rng   *rand.Rand
-	src   []byte // BatchBytes of source blocks (cut per size)
-	dst   []byte
-	adapt []byte // the adapter object's destination
-	start time.Time
-	done  int
-	total int
+	o        tiersOptions
+	directIO bool // the last disk rig's file took O_DIRECT
+	dir      string
+	rng      *rand.Rand
+	src      []byte // BatchBytes of source blocks (cut per size)
+	dst      []byte
+	adapt    []byte // the adapter object's destination
+	start    time.Time
+	done     int
+	total    int
 }
 
 func newTiersBench(o tiersOptions, dir string) *tiersBench {
@@ -634,18 +646,28 @@ func (b *tiersBench) newRig(kind string, bs, slots int) (r *rig, err error) {
 		if r.sync {
 			dopts = append(dopts, disk.WithSyncWrites())
 		}
+		if b.o.direct {
+			dopts = append(dopts, disk.WithDirectIO())
+		}
 		ds, err := disk.Open(path, bs, slots, dopts...)
 		if err != nil {
 			return nil, fmt.Errorf("disk tier of %d × %s: %w", slots, sizeName(bs), err)
 		}
 		st = ds
+		// The limit gets what the tier got: O_DIRECT where the file
+		// system took it for the tier's file, else buffered I/O.
+		b.directIO = ds.DirectIO()
+		lflags := os.O_RDWR | os.O_CREATE | os.O_TRUNC
+		if b.directIO {
+			lflags |= oDirect
+		}
 		fi, err := os.Stat(path)
 		if err != nil {
 			_ = ds.Close()
 			return nil, err
 		}
 		r.size = fi.Size()
-		if r.f, err = os.OpenFile(lpath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+		if r.f, err = os.OpenFile(lpath, lflags, 0o600); err != nil {
 			_ = ds.Close()
 			return nil, fmt.Errorf("limit file: %w", err)
 		}
@@ -963,7 +985,14 @@ func tiersNotes(d *tiersDoc) []string {
 		fmt.Sprintf("GB/s: a job of %s (as many blocks as fit), 10^9 bytes/s of the median job; the ratio is the tier's speed over the limit's, the median over pairs of limit time / tier time", sizeName(tiersBatchBytes)),
 		"host limit: memmove (Go copy) on the owner goroutine between the same source or destination buffers and a second region of the same rows (mapped, prefaulted, written); the tier's copy runs on a worker goroutine, maybe on another core: what that costs in caches is the tier's",
 		"disk limit: pwrite/pread of the same blocks at sequential offsets of a file of the tier file's size in the same directory; the tier also writes a " + strconv.Itoa(disk.HeaderSize) + "-byte header per block (in a page after the payload, one pwritev/preadv per block) and checksums every block (XXH3)",
-		"disk reads are buffered and come from the page cache: the files were written in this run and nothing was dropped; a read from the device would be slower",
+	}
+	switch {
+	case d.Disk.DirectIO:
+		notes = append(notes, "-direct: the disk tier's file and the limit file are open with O_DIRECT: stores and loads go to the device, not the page cache; the tier moves page-aligned blocks with no copy")
+	case d.Config.Direct:
+		notes = append(notes, "-direct was asked, but this file system refuses O_DIRECT: the disk tier and the limit are buffered, and reads come from the page cache")
+	default:
+		notes = append(notes, "disk reads are buffered and come from the page cache: the files were written in this run and nothing was dropped; a read from the device would be slower")
 	}
 	if len(d.Adapter) > 0 {
 		notes = append(notes, fmt.Sprintf("adapter: 16 MiB as %d blocks of %s in one Load job, loaded in turn from %d such object(s) in the tier",
@@ -1007,7 +1036,11 @@ func writeTiers(w io.Writer, d *tiersDoc) error {
 	if d.Disk.TempDir {
 		tmp = ", temporary"
 	}
-	fmt.Fprintf(bw, "disk: %s (%s%s); stores %s; reads from the page cache (nothing dropped)\n", d.Disk.Dir, fs, tmp, d.Disk.Stores)
+	reads := "reads from the page cache (nothing dropped)"
+	if d.Disk.DirectIO {
+		reads = "O_DIRECT: stores and reads go to the device"
+	}
+	fmt.Fprintf(bw, "disk: %s (%s%s); stores %s; %s\n", d.Disk.Dir, fs, tmp, d.Disk.Stores, reads)
 	workers := fmt.Sprintf("the default, %d", d.Workers.Default)
 	if d.Workers.Copy > 0 {
 		workers = strconv.Itoa(d.Workers.Copy)
