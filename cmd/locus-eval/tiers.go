@@ -657,17 +657,14 @@ func (b *tiersBench) newRig(kind string, bs, slots int) (r *rig, err error) {
 		// The limit gets what the tier got: O_DIRECT where the file
 		// system took it for the tier's file, else buffered I/O.
 		b.directIO = ds.DirectIO()
-		lflags := os.O_RDWR | os.O_CREATE | os.O_TRUNC
-		if b.directIO {
-			lflags |= oDirect
-		}
+
 		fi, err := os.Stat(path)
 		if err != nil {
 			_ = ds.Close()
 			return nil, err
 		}
 		r.size = fi.Size()
-		if r.f, err = os.OpenFile(lpath, lflags, 0o600); err != nil {
+		if r.f, _, err = disk.OpenFile(lpath, b.directIO); err != nil {
 			_ = ds.Close()
 			return nil, fmt.Errorf("limit file: %w", err)
 		}

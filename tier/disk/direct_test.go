@@ -123,3 +123,48 @@ func TestTierDirectFallback(t *testing.T) {
 		return m
 	})
 }
+
+// OpenFile opens a file beside a tier as Open opens the tier's: with
+// O_DIRECT where asked and taken (then aligned writes and reads round
+// trip), buffered where refused or not asked.
+func TestOpenFile(t *testing.T) {
+	dir := t.TempDir()
+	probe, err := disk.Open(filepath.Join(dir, "probe"), bs, 1, disk.WithDirectIO())
+	if err != nil {
+		t.Fatal(err)
+	}
+	takes := probe.DirectIO() // what this system and file system do
+	_ = probe.Close()
+	for _, c := range []struct {
+		name          string
+		direct, taken bool
+		refuse        bool
+	}{
+		{"buffered", false, false, false},
+		{"direct", true, takes, false},
+		{"direct refused", true, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.refuse {
+				defer disk.RefuseDirect()()
+			}
+			f, direct, err := disk.OpenFile(filepath.Join(dir, c.name), c.direct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if direct != c.taken {
+				t.Fatalf("O_DIRECT %v, want %v", direct, c.taken)
+			}
+			buf := disk.AlignedBuf(4096)
+			copy(buf, "locus")
+			if _, err := f.WriteAt(buf, 4096); err != nil {
+				t.Fatal(err)
+			}
+			got := disk.AlignedBuf(4096)
+			if _, err := f.ReadAt(got, 4096); err != nil || !bytes.Equal(got, buf) {
+				t.Fatalf("read back: %v", err)
+			}
+		})
+	}
+}

@@ -210,6 +210,17 @@ func openFile(path string, direct bool) (*os.File, bool, error) {
 	return f, false, err
 }
 
+// OpenFile opens (creating it, mode 0600) the file at path read-write as
+// Open opens a tier's file: with O_DIRECT when direct and the system and
+// its file system take it, and it says whether it did. It is for I/O
+// beside a tier under the tier's conditions, such as measuring the
+// device the tier runs on (locus-eval tiers -direct); a tier's own file
+// is Open's to open. With O_DIRECT, buffers and offsets must be aligned
+// to the file system's block (a page is enough on Linux).
+func OpenFile(path string, direct bool) (f *os.File, directIO bool, err error) {
+	return openFile(path, direct)
+}
+
 // sysOpen is os.OpenFile; tests replace it to refuse O_DIRECT as tmpfs
 // once did.
 var sysOpen = os.OpenFile
