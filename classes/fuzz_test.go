@@ -2,87 +2,22 @@ package classes_test
 
 import (
 	"errors"
-	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/locus-go/locus/classes"
+	"github.com/locus-go/locus/internal/model"
 	"github.com/locus-go/locus/pool"
 )
 
-// model is an obviously correct size-class allocator: per class a count of
-// free blocks, the live handles with the byte written into each, and the
-// remote frees in flight. FuzzOps runs the same operations on it and on a
-// real classes.Pool.
-type model struct {
-	sizes    []int
-	cls      []mclass
-	rejected uint64 // handles naming no class
-}
-
-type mclass struct {
-	free     int
-	live     map[classes.Handle]byte
-	inflight []classes.Handle
-	unsaid   bool // a drain rejected handles that no Drain has reported yet
-	want     classes.ClassStats
-}
-
-func newModel(cs []classes.Class) *model {
-	m := &model{}
-	for _, c := range cs {
-		m.sizes = append(m.sizes, c.Size)
-		m.cls = append(m.cls, mclass{free: c.Blocks, live: map[classes.Handle]byte{}})
-	}
-	return m
-}
-
-// drain delivers class k's remote frees, in order: live handles are freed,
-// the others (freed meanwhile, or sent twice) rejected.
-func (m *model) drain(k int) int {
-	c := &m.cls[k]
-	n := 0
-	for _, h := range c.inflight {
-		c.want.RemoteDrained++
-		if _, ok := c.live[h]; ok {
-			delete(c.live, h)
-			c.free++
-			c.want.Frees++
-			n++
-		} else {
-			c.want.Rejected++
-			c.unsaid = true
-		}
-	}
-	c.inflight = c.inflight[:0]
-	return n
-}
-
-func (m *model) check(c *classes.DefaultPool) error {
-	st := c.Stats()
-	if st.Rejected != m.rejected {
-		return fmt.Errorf("Rejected %d, want %d", st.Rejected, m.rejected)
-	}
-	for k, got := range st.Classes {
-		mc := &m.cls[k]
-		w := mc.want
-		if got.Live != len(mc.live) || got.Free != mc.free || got.Allocs != w.Allocs || got.Frees != w.Frees ||
-			got.Requested != w.Requested || got.RemoteSubmitted != w.RemoteSubmitted ||
-			got.RemoteDrained != w.RemoteDrained || got.Rejected != w.Rejected {
-			return fmt.Errorf("class %d: stats %+v; model: live %d free %d %+v", k, got, len(mc.live), mc.free, w)
-		}
-	}
-	return nil
-}
-
-// FuzzOps decodes bytes into allocations of every size (and bad sizes),
-// local and remote frees (single and chunked, of live, stale, foreign,
-// re-classed and class-less handles) and drains on a three-class allocator
-// and on the model, and compares every result and the stats after every
-// step.
+// FuzzOps decodes bytes, with the decoder the conformance suite drives its
+// allocators with (model.Sizes.Next), into allocations of every class and
+// way, local frees, mixed chunks, remote frees, drains and frees of stale
+// handles (with a foreign and a re-classed one beside each) and of handles
+// naming no class, on a three-class allocator and on the model, and
+// compares every result and the stats after every step.
 func FuzzOps(f *testing.F) {
 	f.Add([]byte{0, 10, 0, 200, 0, 100, 1, 2, 3, 0, 4, 5, 6, 7})
-	f.Add([]byte{0, 1, 0, 1, 0, 1, 0, 1, 2, 0, 2, 0, 3, 0, 1, 4, 9, 4, 17})
+	f.Add([]byte{0, 1, 0, 1, 0, 1, 0, 1, 12, 0, 13, 0, 14, 0, 15, 1, 16, 2, 17, 0, 19})
 	f.Add([]byte{0, 255, 0, 0, 5, 6, 0, 64, 0, 65, 2, 1, 2, 1, 3, 3, 12, 20, 28, 36})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cs := []classes.Class{{Size: 16, Blocks: 4}, {Size: 64, Blocks: 3}, {Size: 256, Blocks: 2}}
@@ -94,74 +29,54 @@ func FuzzOps(f *testing.F) {
 		other, _ := classes.Default(cs)
 		defer other.Close()
 		foreign, _ := other.Alloc(1)
-		s, _ := c.NewSender()
-		m := newModel(cs)
-		var live, stale []classes.Handle // live: in allocation order; may hold handles already sent remotely
+		snd, _ := c.NewSender()
+		mcs := make([]model.Class, len(cs))
+		for k, cl := range cs {
+			mcs[k] = model.Class{Size: cl.Size, Blocks: cl.Blocks}
+		}
+		m := model.NewSizes[classes.Handle](mcs)
 		tag := byte(0)
-		pos := 0
-		next := func() int {
-			if pos >= len(data) {
-				return 0
-			}
-			pos++
-			return int(data[pos-1])
-		}
-		pick := func(arg int) (classes.Handle, bool) {
-			if len(live) == 0 {
-				return classes.Handle{}, false
-			}
-			return live[arg%len(live)], true
-		}
-		dropLive := func(h classes.Handle) {
-			if i := slices.Index(live, h); i >= 0 {
-				live = append(live[:i], live[i+1:]...)
-			}
-			stale = append(stale, h)
-		}
-		bad := func(arg int) (classes.Handle, bool) {
-			hs := []classes.Handle{{}, foreign}
-			if len(stale) > 0 {
-				hs = append(hs, stale[arg%len(stale)])
-			}
-			if h, ok := pick(arg); ok {
-				hs = append(hs, reclass(h, (h.Class()+1+arg%2)%3), reclass(h, 3+arg%7))
-			}
-			h := hs[arg%len(hs)]
-			if h.Class() >= len(cs) {
-				return h, true // names no class
-			}
-			// A stale handle may have been reused: it is bad only if no
-			// live handle equals it, which generations guarantee.
-			return h, false
-		}
-		for step := 0; pos < len(data); step++ {
-			op := next()
-			arg := op >> 3
-			switch op & 7 {
-			case 0: // alloc
-				n := next() + arg - 1 // -1 to 285: every class and beyond
-				k := slices.IndexFunc(m.sizes, func(s int) bool { return n <= s })
-				h, err := c.Alloc(n)
-				if n <= 0 || k < 0 {
-					if !errors.Is(err, pool.ErrInvalidArgument) || (k < 0 && n > 0 && !errors.Is(err, classes.ErrTooLarge)) {
-						t.Fatalf("step %d: Alloc(%d) = %v, %v; want a refused size", step, n, h, err)
-					}
-					break
+		// drain drains until a Drain brings nothing and returns what came.
+		drain := func(step int) int {
+			got := 0
+			for {
+				n, err := c.Drain()
+				if err != nil {
+					t.Fatalf("step %d: a drain rejected handles freed once each: %v", step, err)
 				}
-				mc := &m.cls[k]
-				if mc.free == 0 && len(mc.inflight) > 0 {
-					m.drain(k)
+				if got += n; n == 0 {
+					return got
 				}
-				if mc.free == 0 {
+			}
+		}
+		src := model.NewBytes(data)
+		for step := 0; !src.Done(); step++ {
+			switch op := m.Next(src); op.Kind {
+			case model.SizesAlloc:
+				k, n := op.Class, op.N
+				if op.How != 2 {
+					k = m.ClassFor(n)
+				}
+				var h classes.Handle
+				var err error
+				switch op.How {
+				case 0:
+					h, err = c.Alloc(n)
+				case 1:
+					h, _, err = c.AllocBytes(n)
+				default:
+					h, err = c.AllocClass(k, n)
+				}
+				if m.Counts[k].Free == 0 {
 					if !errors.Is(err, pool.ErrExhausted) {
-						t.Fatalf("step %d: Alloc(%d) with class %d full = %v, %v", step, n, k, h, err)
+						t.Fatalf("step %d: allocation %+v with class %d full = %v, %v", step, op, k, h, err)
 					}
 					break
 				}
 				if err != nil || h.Class() != k {
-					t.Fatalf("step %d: Alloc(%d) = %v, %v; want a block of class %d", step, n, h, err, k)
+					t.Fatalf("step %d: allocation %+v = %v, %v; want a block of class %d", step, op, h, err, k)
 				}
-				if _, dup := mc.live[h]; dup {
+				if _, dup := m.Live[h]; dup || m.Taken[k][h.Block().Index()] {
 					t.Fatalf("step %d: %v handed out twice", step, h)
 				}
 				tag++
@@ -169,151 +84,130 @@ func FuzzOps(f *testing.F) {
 				for i := range buf {
 					buf[i] = tag
 				}
-				mc.live[h] = tag
-				mc.free--
-				mc.want.Allocs++
-				mc.want.Requested += uint64(n)
-				live = append(live, h)
-			case 1: // local free of a live handle
-				h, ok := pick(arg)
-				if !ok {
-					break
+				m.Add(h, k, h.Block().Index(), n, tag)
+			case model.SizesFree:
+				b := op.Blocks[0]
+				if buf, err := c.Bytes(b.Key); err != nil || buf[0] != b.Tag || buf[len(buf)-1] != b.Tag || len(buf) != m.Classes[b.Class].Size {
+					t.Fatalf("step %d: Bytes(%v) = %d bytes, %v; model tag %d", step, b.Key, len(buf), err, b.Tag)
 				}
-				mc := &m.cls[h.Class()]
-				_, isLive := mc.live[h] // false if sent remotely and drained since
-				err := c.Free(h)
-				if isLive != (err == nil) {
-					t.Fatalf("step %d: Free(%v) = %v; model live: %v", step, h, err, isLive)
+				if err := c.Free(b.Key); err != nil {
+					t.Fatalf("step %d: Free(%v) = %v", step, b.Key, err)
 				}
-				if isLive {
-					delete(mc.live, h)
-					mc.free++
-					mc.want.Frees++
-				} else {
-					mc.want.Rejected++
+				m.Forget(b, false)
+			case model.SizesFreeChunk, model.SizesRemote:
+				hs := make([]classes.Handle, len(op.Blocks))
+				for i, b := range op.Blocks {
+					hs[i] = b.Key
 				}
-				dropLive(h)
-			case 2: // remote free of a live handle; it stays usable until drained
-				h, ok := pick(arg)
-				if !ok {
-					break
-				}
-				if err := s.Free(h); err != nil {
-					t.Fatalf("step %d: Sender.Free(%v) = %v", step, h, err)
-				}
-				mc := &m.cls[h.Class()]
-				mc.inflight = append(mc.inflight, h)
-				mc.want.RemoteSubmitted++
-				if arg&1 == 0 {
-					dropLive(h)
-				}
-			case 3: // drain
-				n, err := c.Drain()
-				want, rejects := 0, false
-				for k := range m.cls {
-					want += m.drain(k)
-					rejects = rejects || m.cls[k].unsaid
-					m.cls[k].unsaid = false
-				}
-				if n != want || rejects != (err != nil) || (err != nil && !errors.Is(err, pool.ErrInvalidHandle)) {
-					t.Fatalf("step %d: Drain = %d, %v; the model drains %d (rejections: %v)", step, n, err, want, rejects)
-				}
-			case 4: // bad handle
-				h, noClass := bad(arg)
-				if _, ok := m.clsOf(h); ok && !noClass {
-					break // a stale handle that equals a live one cannot exist; skip the impossible
-				}
-				err := c.Free(h)
-				if !errors.Is(err, pool.ErrInvalidHandle) {
-					t.Fatalf("step %d: Free of bad %v = %v", step, h, err)
-				}
-				if noClass {
-					if !errors.Is(err, classes.ErrUnknownClass) {
-						t.Fatalf("step %d: Free of %v = %v, want ErrUnknownClass", step, h, err)
-					}
-					m.rejected++
-				} else {
-					m.cls[h.Class()].want.Rejected++
-				}
-			case 5, 6: // a chunk of up to three live handles and maybe a bad one, local or remote
-				var chunk []classes.Handle
-				for i := range 1 + arg%3 {
-					if h, ok := pick(arg + i); ok && !slices.Contains(chunk, h) {
-						chunk = append(chunk, h)
-					}
-				}
-				withBad := arg&4 != 0
-				if withBad {
-					chunk = append(chunk, reclass(classes.Handle{}, 9))
-				}
-				if op&7 == 5 {
-					err := c.FreeChunk(chunk)
-					wantRej := 0
-					for _, h := range chunk {
-						if h.Class() >= len(cs) {
-							m.rejected++
-							wantRej++
-							continue
+				switch {
+				case op.Kind == model.SizesFreeChunk:
+					err = c.FreeChunk(hs)
+				case op.Single:
+					for _, h := range hs {
+						if err = snd.Free(h); err != nil {
+							break
 						}
-						mc := &m.cls[h.Class()]
-						if _, ok := mc.live[h]; ok {
-							delete(mc.live, h)
-							mc.free++
-							mc.want.Frees++
-						} else {
-							mc.want.Rejected++
-							wantRej++
-						}
-						dropLive(h)
 					}
-					var re *pool.RejectedError
-					if (wantRej == 0) != (err == nil) || (err != nil && (!errors.As(err, &re) || re.Rejected != wantRej)) {
-						t.Fatalf("step %d: FreeChunk(%v) = %v, want %d rejected", step, chunk, err, wantRej)
-					}
-				} else {
-					err := s.FreeChunk(chunk)
-					if withBad != (err != nil) || (withBad && !errors.Is(err, classes.ErrUnknownClass)) {
-						t.Fatalf("step %d: Sender.FreeChunk(%v) = %v", step, chunk, err)
-					}
-					for _, h := range chunk {
-						if h.Class() >= len(cs) {
-							m.rejected++
-							continue
-						}
-						mc := &m.cls[h.Class()]
-						mc.inflight = append(mc.inflight, h)
-						mc.want.RemoteSubmitted++
-						dropLive(h)
+				default:
+					err = snd.FreeChunk(hs)
+				}
+				if err != nil {
+					t.Fatalf("step %d: freeing %v (%+v) = %v", step, hs, op, err)
+				}
+				if op.Kind == model.SizesRemote {
+					if got := drain(step); got != len(hs) {
+						t.Fatalf("step %d: drains freed %d of %d blocks freed through a sender", step, got, len(hs))
 					}
 				}
-			case 7: // read a live block back
-				h, ok := pick(arg)
-				if !ok {
-					break
+				for _, b := range op.Blocks {
+					m.Forget(b, op.Kind == model.SizesRemote)
 				}
-				want, isLive := m.cls[h.Class()].live[h]
-				buf, err := c.Bytes(h)
-				if isLive != (err == nil) || (isLive && (buf[0] != want || buf[len(buf)-1] != want || len(buf) != m.sizes[h.Class()])) {
-					t.Fatalf("step %d: Bytes(%v) = %d bytes, %v; model live %v tag %d", step, h, len(buf), err, isLive, want)
+			case model.SizesStale:
+				for _, x := range []struct {
+					h     classes.Handle
+					want  error
+					class int
+				}{{op.Key, pool.ErrStaleHandle, op.Key.Class()}, {foreign, pool.ErrForeignHandle, foreign.Class()}} {
+					if err := c.Free(x.h); !errors.Is(err, x.want) {
+						t.Fatalf("step %d: Free(%v) = %v, want %v", step, x.h, err, x.want)
+					}
+					m.Refused(x.class, 1)
 				}
-				if !isLive {
-					m.cls[h.Class()].want.Rejected++
-					dropLive(h)
+				if len(m.Blocks) > 0 { // a live block re-classed
+					b := m.Blocks[0]
+					k := (b.Class + 1) % len(cs)
+					h := reclass(b.Key, k)
+					if _, err := c.Bytes(h); !errors.Is(err, pool.ErrInvalidHandle) {
+						t.Fatalf("step %d: Bytes of %v re-classed to %d = %v", step, b.Key, k, err)
+					}
+					m.Refused(k, 1)
+				}
+			case model.SizesUnknown:
+				h := reclass(op.Blocks[0].Key, op.Unknown)
+				if err := c.Free(h); !errors.Is(err, classes.ErrUnknownClass) {
+					t.Fatalf("step %d: Free of %v = %v, want ErrUnknownClass", step, h, err)
+				}
+				m.Refused(-1, 1)
+			case model.SizesDrain:
+				if got := drain(step); got != 0 {
+					t.Fatalf("step %d: drains freed %d blocks, none was freed remotely", step, got)
 				}
 			}
-			if err := m.check(c); err != nil {
-				t.Fatalf("step %d (op %d): %v", step, op&7, err)
+			// Beside the shared decoder's ops, one byte picks a check of
+			// this allocator's own edges, none of which the suite drives.
+			switch x := src.IntN(8); {
+			case x == 0: // sizes no class takes change nothing
+				for _, n := range []int{0, -1, m.Largest() + 1} {
+					_, err := c.Alloc(n)
+					_, _, berr := c.AllocBytes(n)
+					if !errors.Is(err, pool.ErrInvalidArgument) || !errors.Is(berr, pool.ErrInvalidArgument) ||
+						(n > 0 && (!errors.Is(err, classes.ErrTooLarge) || !errors.Is(berr, classes.ErrTooLarge))) {
+						t.Fatalf("step %d: Alloc(%d) = %v, AllocBytes = %v; want a refused size", step, n, err, berr)
+					}
+				}
+				for k, cl := range cs {
+					if _, err := c.AllocClass(k, cl.Size+1); !errors.Is(err, pool.ErrInvalidArgument) {
+						t.Fatalf("step %d: AllocClass(%d, %d) = %v", step, k, cl.Size+1, err)
+					}
+				}
+			case x == 1 && len(m.Blocks) > 0: // a remote free the owner overtakes: freed locally, rejected at the drain
+				b := m.Blocks[0]
+				if err := snd.Free(b.Key); err != nil {
+					t.Fatalf("step %d: Sender.Free(%v) = %v", step, b.Key, err)
+				}
+				if err := c.Free(b.Key); err != nil {
+					t.Fatalf("step %d: Free(%v) before the drain = %v", step, b.Key, err)
+				}
+				k := b.Class
+				m.Forget(b, false)
+				n, err := c.Drain()
+				if n != 0 || !errors.Is(err, pool.ErrStaleHandle) {
+					t.Fatalf("step %d: the drain of an overtaken remote free = %d, %v; want 0 and a stale handle", step, n, err)
+				}
+				m.Counts[k].RemoteSubmitted++
+				m.Counts[k].RemoteDrained++
+				m.Refused(k, 1)
+			case x == 2 && len(m.Blocks) > 0: // a chunk with a handle naming no class: the good one is freed
+				b := m.Blocks[0]
+				err := c.FreeChunk([]classes.Handle{b.Key, reclass(classes.Handle{}, len(cs)+5)})
+				if !errors.Is(err, classes.ErrUnknownClass) {
+					t.Fatalf("step %d: FreeChunk with a class-less handle = %v", step, err)
+				}
+				m.Forget(b, false)
+				m.Refused(-1, 1)
+			}
+			st := c.Stats()
+			if st.Rejected != m.Rejected {
+				t.Fatalf("step %d: Rejected %d, want %d", step, st.Rejected, m.Rejected)
+			}
+			for k, got := range st.Classes {
+				w := m.Counts[k]
+				if got.Live != w.Live || got.Free != w.Free || got.HighWater != w.HighWater || got.Allocs != w.Allocs || got.Frees != w.Frees ||
+					got.Requested != w.Requested || got.RemoteSubmitted != w.RemoteSubmitted ||
+					got.RemoteDrained != w.RemoteDrained || got.Rejected != w.Rejected {
+					t.Fatalf("step %d: class %d: stats %+v; model %+v", step, k, got, w)
+				}
 			}
 		}
 	})
-}
-
-// clsOf reports whether h is live in the model.
-func (m *model) clsOf(h classes.Handle) (int, bool) {
-	for k := range m.cls {
-		if _, ok := m.cls[k].live[h]; ok {
-			return k, true
-		}
-	}
-	return 0, false
 }

@@ -1,0 +1,155 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/locus-go/locus/classes"
+	"github.com/locus-go/locus/pages"
+	"github.com/locus-go/locus/pool"
+)
+
+// instances returns models of the case's instance and of n-1 more from the
+// same constructor.
+func instances[X, M any](r *run[X], n int, model func(X) (M, error)) ([]M, error) {
+	ms := make([]M, 0, n)
+	for i := range n {
+		x := r.x
+		if i > 0 {
+			var err error
+			if x, err = r.another(); err != nil {
+				return nil, err
+			}
+		}
+		m, err := model(x)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// mkClassHandle builds an arbitrary handle through the public encoding.
+func mkClassHandle(block pool.Handle, class uint32) classes.Handle {
+	var b [classes.HandleSize]byte
+	enc, _ := block.AppendBinary(b[:0])
+	enc = append(enc, byte(class), byte(class>>8), byte(class>>16), byte(class>>24))
+	var h classes.Handle
+	_ = h.UnmarshalBinary(enc) // cannot fail: enc has the right length
+	return h
+}
+
+// mkRun builds an arbitrary run through the public encoding, to forge runs:
+// a Run is encoded like a pool.Handle, its first page in the index.
+func mkRun(poolID, first uint32, gen uint64) pages.Run {
+	b, _ := mkHandle(poolID, first, gen).MarshalBinary()
+	var r pages.Run
+	_ = r.UnmarshalBinary(b) // cannot fail: b has the right length
+	return r
+}
+
+// runPool returns the allocator id a run carries.
+func runPool(r pages.Run) uint32 {
+	var b [pages.RunSize]byte
+	enc, _ := r.AppendBinary(b[:0])
+	var h pool.Handle
+	_ = h.UnmarshalBinary(enc) // cannot fail: enc has the right length
+	return poolID(h)
+}
+
+// stamp writes tag into three bytes of every page of buf (its first, middle
+// and last byte): enough to see two runs share a page or an offset without
+// writing whole regions.
+func stamp(buf []byte, size int, tag byte) {
+	for p := 0; p+size <= len(buf); p += size {
+		buf[p], buf[p+size/2], buf[p+size-1] = tag, tag, tag
+	}
+}
+
+// stamped checks what stamp wrote and returns the first offset that lost it.
+func stamped(buf []byte, size int, tag byte) (int, bool) {
+	for p := 0; p+size <= len(buf); p += size {
+		for _, i := range [3]int{p, p + size/2, p + size - 1} {
+			if buf[i] != tag {
+				return i, false
+			}
+		}
+	}
+	return 0, true
+}
+
+// fieldDiff lists the fields in which got differs from want, two values of
+// one struct type.
+func fieldDiff(got, want any) string {
+	var parts []string
+	var walk func(name string, g, w reflect.Value)
+	walk = func(name string, g, w reflect.Value) {
+		switch g.Kind() {
+		case reflect.Struct:
+			for i := range g.NumField() {
+				f := g.Type().Field(i)
+				if !f.IsExported() {
+					continue
+				}
+				sub := f.Name
+				if f.Anonymous {
+					sub = ""
+				}
+				if name != "" && sub != "" {
+					sub = name + "." + sub
+				} else if sub == "" {
+					sub = name
+				}
+				walk(sub, g.Field(i), w.Field(i))
+			}
+		case reflect.Array, reflect.Slice:
+			if g.Len() != w.Len() {
+				parts = append(parts, fmt.Sprintf("%s has %d entries, want %d", name, g.Len(), w.Len()))
+				return
+			}
+			for i := range g.Len() {
+				walk(fmt.Sprintf("%s[%d]", name, i), g.Index(i), w.Index(i))
+			}
+		default:
+			if !g.Equal(w) {
+				parts = append(parts, fmt.Sprintf("%s %v, want %v", name, g.Interface(), w.Interface()))
+			}
+		}
+	}
+	walk("", reflect.ValueOf(got), reflect.ValueOf(want))
+	return strings.Join(parts, "; ")
+}
+
+// wrapCycles is how many times Wraparound allocates and frees one page: past
+// the wrap of a 16-bit generation (2^15 cycles, two bumps each) and of a
+// 17-bit one. Wider fields cannot be reached by cycling in a test; the
+// forgeries of ForgedRun flip every bit of a generation instead.
+const wrapCycles = 1<<16 + 1
+
+// wrapCycle allocates and frees one block (or page) wrapCycles times, the
+// caller having made every allocation take that one, and returns the
+// handles a generation that wraps would give again: those of the first
+// cycles, one in 4096, and those 2^15 cycles before the last. allocWhat
+// and freeWhat say, in a violation, what the failed call was.
+func wrapCycle[H any](ctx context.Context, allocWhat, freeWhat string, alloc func() (H, error), free func(H) error) ([]H, error) {
+	var olds []H
+	for i := range wrapCycles {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return nil, violationf(ErrDeadlock, "cycle %d: stopped by the watchdog", i)
+		}
+		h, err := alloc()
+		if err != nil {
+			return nil, violationf(ErrContract, "cycle %d: %s: %v", i, allocWhat, err)
+		}
+		if i < 2 || i%4096 == 0 || i >= wrapCycles-(1<<15)-2 && i <= wrapCycles-(1<<15)+1 {
+			olds = append(olds, h)
+		}
+		if err := free(h); err != nil {
+			return nil, violationf(ErrContract, "cycle %d: %s: %v", i, freeWhat, err)
+		}
+	}
+	return olds, nil
+}

@@ -1,0 +1,365 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/locus-go/locus/classes"
+	"github.com/locus-go/locus/pool"
+)
+
+func checkClassesStale(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	snd, err := m.c.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	var olds []classes.Handle
+	for round := range scaled(300) {
+		k := round % len(m.cls)
+		b, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
+		if err == nil && b == nil {
+			err = violationf(ErrContract, "round %d: class %d refused", round, k)
+		}
+		if err != nil {
+			return err
+		}
+		old := b.Key
+		if err := m.free(b); err != nil {
+			return err
+		}
+		if err := m.refused("a freed handle", staleOf(old)); err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
+		}
+		// The block again, with a new handle: the old one is still
+		// refused, the new owner's memory untouched.
+		nb, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
+		if err == nil && nb == nil {
+			err = violationf(ErrContract, "round %d: class %d refused", round, k)
+		}
+		if err != nil {
+			return err
+		}
+		if nb.Key == old {
+			return violationf(ErrAliased, "round %d: reuse gave %v, equal to the freed handle: the old handle would reach the new owner's block", round, nb.Key)
+		}
+		if err := m.refused("a freed handle whose block was reused", staleOf(old)); err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
+		}
+		if err := m.intact(nb); err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
+		}
+		if round%25 == 0 {
+			// Remotely: the drain refuses it, counts it, says why.
+			if err := snd.Free(old); err != nil {
+				return violationf(ErrContract, "sender Free: %v", err)
+			}
+			n, err := m.c.Drain()
+			var rej *pool.RejectedError
+			if n != 0 || !errors.As(err, &rej) || !errors.Is(err, pool.ErrStaleHandle) {
+				return violationf(ErrAliased, "round %d: a drain of a remotely freed stale handle = (%d, %v), want (0, a *pool.RejectedError of a stale handle)", round, n, err)
+			}
+			w := &m.Counts[k]
+			w.RemoteSubmitted++
+			w.RemoteDrained++
+			w.Rejected++
+		}
+		if err := m.free(nb); err != nil {
+			return err
+		}
+		if len(olds) < 32 {
+			olds = append(olds, old)
+		}
+		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
+			return err
+		}
+	}
+	for _, h := range olds {
+		if err := m.refused("a handle freed hundreds of allocations ago", staleOf(h)); err != nil {
+			return err
+		}
+	}
+	if err := m.check("after the stale calls"); err != nil {
+		return err
+	}
+	return checkClassesWrap(r, m)
+}
+
+// checkClassesWrap allocates and frees one block of class 0 wrapCycles
+// times, every other block of the class live so that every allocation
+// takes that block whatever the reuse order, and checks that handles from
+// the first cycles, and from 2^15 cycles before the last, are still stale:
+// a generation kept in 16 bits would make them the block's current
+// handle.
+func checkClassesWrap(r *clCase, m *clModel) error {
+	if err := m.freeAll(); err != nil {
+		return err
+	}
+	size := m.cls[0].Size
+	for range m.cls[0].Blocks - 1 {
+		if b, err := m.alloc(size, viaAlloc, 0); err != nil || b == nil {
+			return errors.Join(err, violationf(ErrContract, "class 0 refused an allocation with %d blocks free", m.Counts[0].Free))
+		}
+	}
+	olds, err := wrapCycle(r.ctx, fmt.Sprintf("Alloc(%d) with one block of class 0 free", size), "Free of the block just allocated",
+		func() (classes.Handle, error) { return m.c.Alloc(size) }, m.c.Free)
+	if err != nil {
+		return err
+	}
+	w := &m.Counts[0]
+	w.Allocs += wrapCycles
+	w.Frees += wrapCycles
+	w.Requested += uint64(wrapCycles) * uint64(size)
+	w.HighWater = m.cls[0].Blocks
+	cur, err := m.alloc(size, viaAlloc, 0)
+	if err != nil || cur == nil {
+		return errors.Join(err, violationf(ErrContract, "class 0 refused an allocation with one block free"))
+	}
+	for _, old := range olds {
+		if old == cur.Key {
+			return violationf(ErrAliased, "after %d allocations and frees of one block, its handle is %v, equal to a handle freed thousands of allocations ago: the generation wrapped, and the old handle frees the block's current owner", wrapCycles, old)
+		}
+		if err := m.refused(fmt.Sprintf("a handle freed up to %d allocations of its block ago", wrapCycles), staleOf(old)); err != nil {
+			return err
+		}
+	}
+	if err := m.intact(cur); err != nil {
+		return err
+	}
+	if err := m.check(fmt.Sprintf("after %d allocations and frees of one block", wrapCycles)); err != nil {
+		return err
+	}
+	return m.freeAll()
+}
+
+func checkClassesForeign(r *clCase) error {
+	models, err := instances(r, 3, newClModel)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(models[0].cls, models[1].cls) {
+		return violationf(ErrContract, "one constructor made allocators of classes %v and %v", models[0].cls, models[1].cls)
+	}
+	// The same allocations on each: handles alike but for their pools.
+	for k, m := range models {
+		for j := range m.cls {
+			if b, err := m.alloc(m.cls[j].Size, viaAlloc, 0); err != nil || b == nil {
+				return errors.Join(err, violationf(ErrContract, "allocator %d: class %d refused", k, j))
+			}
+		}
+	}
+	for k, m := range models {
+		for j, o := range models {
+			if j == k {
+				continue
+			}
+			for _, b := range o.Blocks {
+				if err := m.refused(fmt.Sprintf("a handle of allocator %d, given to allocator %d,", j, k), badHandle{b.Key, pool.ErrForeignHandle, b.Class}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for k, m := range models {
+		for _, b := range m.Blocks {
+			if err := m.intact(b); err != nil {
+				return fmt.Errorf("allocator %d: %w", k, err)
+			}
+		}
+		if err := m.check(fmt.Sprintf("allocator %d, after the others' handles were refused", k)); err != nil {
+			return err
+		}
+		for i, id := range m.ids {
+			for j, o := range models[:k] {
+				if slices.Contains(o.ids, id) {
+					return violationf(ErrAliased, "class %d of allocator %d has the pool id %d of a class of allocator %d", i, k, id, j)
+				}
+			}
+		}
+	}
+	// Every block of every allocator: writes to one never show in another.
+	for k, m := range models {
+		for j := range m.cls {
+			if _, err := m.fillClass(j); err != nil {
+				return fmt.Errorf("allocator %d: %w", k, err)
+			}
+		}
+	}
+	for pass := range 2 {
+		rng := rand.New(rand.NewPCG(uint64(pass), 5))
+		for _, m := range models {
+			for _, b := range m.Blocks {
+				mem, _ := m.c.Bytes(b.Key)
+				for i := range mem {
+					mem[i] = byte(rng.Uint32())
+				}
+			}
+		}
+		rng = rand.New(rand.NewPCG(uint64(pass), 5))
+		for k, m := range models {
+			for _, b := range m.Blocks {
+				mem, _ := m.c.Bytes(b.Key)
+				for i, v := range mem {
+					if v != byte(rng.Uint32()) {
+						return violationf(ErrAliased, "byte %d of allocator %d's %v was overwritten by a write to another allocator's block", i, k, b.Key)
+					}
+				}
+			}
+		}
+	}
+	return checkClassesClosedIdentity(r)
+}
+
+// checkClassesClosedIdentity: the handles of a closed allocator are
+// foreign to allocators made after it, also when those hand out the very
+// same blocks (an allocator that recycles the ids of closed ones would
+// hand out equal handles).
+func checkClassesClosedIdentity(r *clCase) error {
+	var olds []*clBlock
+	for k := range 3 {
+		c, err := r.another()
+		if err != nil {
+			return err
+		}
+		m, err := newClModel(c)
+		if err != nil {
+			return err
+		}
+		for j := range m.cls {
+			if b, err := m.alloc(m.cls[j].Size, viaAlloc, 0); err != nil || b == nil {
+				return errors.Join(err, violationf(ErrContract, "allocator %d: class %d refused", k, j))
+			}
+		}
+		for _, o := range olds {
+			if o.Class >= len(m.cls) {
+				continue
+			}
+			if err := m.refused(fmt.Sprintf("a handle of an allocator closed before allocator %d was made,", k), badHandle{o.Key, pool.ErrForeignHandle, o.Class}); err != nil {
+				return err
+			}
+		}
+		for _, b := range m.Blocks {
+			if err := m.intact(b); err != nil {
+				return fmt.Errorf("allocator %d, after the handles of closed allocators were refused: %w", k, err)
+			}
+		}
+		if err := m.check(fmt.Sprintf("allocator %d, after the handles of closed allocators were refused", k)); err != nil {
+			return err
+		}
+		olds = append(olds, m.Blocks...)
+		if err := c.Close(); err != nil {
+			return violationf(ErrContract, "Close: %v", err)
+		}
+	}
+	return nil
+}
+
+func checkClassesForged(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	// Half of every class live, every other block freed again.
+	for k := range m.cls {
+		for range m.cls[k].Blocks / 2 {
+			if _, err := m.alloc(m.cls[k].Size, viaAlloc, 0); err != nil {
+				return err
+			}
+		}
+	}
+	for i, b := range slices.Clone(m.Blocks) {
+		if i%2 == 0 {
+			if err := m.free(b); err != nil {
+				return err
+			}
+		}
+	}
+	first := m.Blocks[0]
+	nk := uint32(len(m.cls))
+	fixed := []badHandle{
+		{classes.Handle{}, pool.ErrZeroHandle, 0},
+		{mkClassHandle(first.Key.Block(), nk), classes.ErrUnknownClass, -1},
+		{mkClassHandle(first.Key.Block(), nk+1), classes.ErrUnknownClass, -1},
+		{mkClassHandle(first.Key.Block(), classesUnknownK), classes.ErrUnknownClass, -1},
+		{mkClassHandle(pool.Handle{}, nk), classes.ErrUnknownClass, -1},
+	}
+	for _, b := range m.Blocks {
+		k2 := (b.Class + 1) % len(m.cls)
+		fixed = append(fixed, badHandle{mkClassHandle(b.Key.Block(), uint32(k2)), pool.ErrForeignHandle, k2})
+	}
+	for _, x := range fixed {
+		if err := m.refused(fmt.Sprintf("a forged handle (class %d)", x.h.Class()), x); err != nil {
+			return err
+		}
+	}
+	if err := m.check("after the forgeries"); err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(6, 7))
+	for i := range scaled(3000) {
+		base := m.Blocks[rng.IntN(len(m.Blocks))]
+		k, blk := base.Class, base.Key.Block()
+		idx, gen, pid := uint32(blk.Index()), blk.Generation(), poolID(blk)
+		switch rng.IntN(8) {
+		case 0:
+			gen += uint64(1 + rng.IntN(4))
+		case 1:
+			gen -= uint64(1 + rng.IntN(4))
+		case 2:
+			gen ^= 1 << rng.IntN(64)
+		case 3:
+			idx = uint32(rng.IntN(m.cls[k].Blocks + 8))
+		case 4:
+			idx = uint32(m.cls[k].Blocks) + rng.Uint32N(1<<20)
+		case 5:
+			pid ^= 1 << rng.IntN(32)
+		case 6:
+			gen = rng.Uint64()
+		default:
+			idx, gen = uint32(rng.IntN(m.cls[k].Blocks)), uint64(rng.IntN(8))
+		}
+		f := mkClassHandle(mkHandle(pid, idx, gen), uint32(k))
+		if b, live := m.Live[f]; live {
+			if err := m.intact(b); err != nil {
+				return fmt.Errorf("forgery %d: %w", i, err)
+			}
+			continue
+		}
+		var want error
+		switch {
+		case f.Block().IsZero():
+			want = pool.ErrZeroHandle
+		case pid != m.ids[k]:
+			want = pool.ErrForeignHandle
+		case int(idx) >= m.cls[k].Blocks:
+			want = pool.ErrOutOfRange
+		default:
+			want = pool.ErrStaleHandle
+		}
+		var got error
+		name := "Bytes"
+		if i%2 == 0 {
+			_, got = m.c.Bytes(f)
+		} else {
+			name, got = "Free", m.c.Free(f)
+		}
+		switch {
+		case got == nil:
+			return violationf(ErrAliased, "forgery %d: %s(%v) was accepted; it is no live handle", i, name, f)
+		case !errors.Is(got, want):
+			return violationf(ErrContract, "forgery %d: %s(%v) = %v, want %v", i, name, f, got, want)
+		}
+		m.Counts[k].Rejected++
+	}
+	for _, b := range m.Blocks {
+		if err := m.intact(b); err != nil {
+			return err
+		}
+	}
+	return m.check("after thousands of forgeries")
+}

@@ -1,0 +1,273 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/locus-go/locus/classes"
+	"github.com/locus-go/locus/pool"
+)
+
+func checkClassesSmallest(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	c := m.c
+	// Classes hands out a copy: a caller that edits what it got changes
+	// neither a later Classes nor the routing (checked by the rest).
+	mine := c.Classes()
+	for i := range mine {
+		mine[i] = classes.Class{Size: 1 << 30, Blocks: 1}
+	}
+	if again := c.Classes(); !slices.Equal(again, m.cls) {
+		return violationf(ErrAliased, "Classes() returned a slice the allocator keeps: after the caller wrote to it, Classes() = %v, want %v", again, m.cls)
+	}
+	for round := range scaled(8) {
+		for _, n := range m.sizes() {
+			for _, how := range []int{viaAlloc, viaAllocBytes} {
+				b, err := m.alloc(n, how, 0)
+				if err == nil && b == nil {
+					err = violationf(ErrContract, "%s(%d) refused on an empty allocator", viaNames[how], n)
+				}
+				if err != nil {
+					return fmt.Errorf("round %d: %w", round, err)
+				}
+				if k, err := c.ClassOf(n); k != b.Class || err != nil {
+					return violationf(ErrContract, "ClassOf(%d) = %d, %v; the allocation took class %d", n, k, err, b.Class)
+				}
+				if err := m.check(fmt.Sprintf("after %s(%d)", viaNames[how], n)); err != nil {
+					return err
+				}
+				if round%2 == 0 {
+					if err := m.free(b); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if err := m.freeAll(); err != nil {
+			return err
+		}
+	}
+	for _, n := range []int{0, -1, math.MinInt, m.Largest() + 1, math.MaxInt} {
+		_, aErr := c.Alloc(n)
+		_, buf, bErr := c.AllocBytes(n)
+		_, cErr := c.ClassOf(n)
+		for _, call := range [...]struct {
+			name string
+			err  error
+		}{{"Alloc", aErr}, {"AllocBytes", bErr}, {"ClassOf", cErr}} {
+			if !errors.Is(call.err, pool.ErrInvalidArgument) {
+				return violationf(ErrContract, "%s(%d) with classes up to %d bytes = %v, want pool.ErrInvalidArgument", call.name, n, m.Largest(), call.err)
+			}
+			if n > m.Largest() && !errors.Is(call.err, classes.ErrTooLarge) {
+				return violationf(ErrContract, "%s(%d) with classes up to %d bytes = %v, want classes.ErrTooLarge", call.name, n, m.Largest(), call.err)
+			}
+		}
+		if buf != nil {
+			return violationf(ErrContract, "AllocBytes(%d) returned memory with its error", n)
+		}
+	}
+	return m.check("after refused sizes")
+}
+
+func checkClassesAllocClass(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	for k, cl := range m.cls {
+		for _, n := range []int{1, cl.Size / 2, cl.Size - 1, cl.Size} {
+			if n < 1 {
+				continue
+			}
+			b, err := m.alloc(n, viaAllocClass, k)
+			if err == nil && b == nil {
+				err = violationf(ErrContract, "AllocClass(%d, %d) refused on an empty allocator", k, n)
+			}
+			if err != nil {
+				return err
+			}
+			if err := m.check(fmt.Sprintf("after AllocClass(%d, %d)", k, n)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := m.freeAll(); err != nil {
+		return err
+	}
+	for _, bad := range [][2]int{{-1, 1}, {len(m.cls), 1}, {math.MaxInt, 1}, {math.MinInt, 1}, {0, 0}, {0, -1}, {0, m.cls[0].Size + 1}, {len(m.cls) - 1, m.Largest() + 1}, {1, math.MaxInt}} {
+		if _, err := m.c.AllocClass(bad[0], bad[1]); !errors.Is(err, pool.ErrInvalidArgument) {
+			return violationf(ErrContract, "AllocClass(%d, %d) = %v, want pool.ErrInvalidArgument", bad[0], bad[1], err)
+		}
+	}
+	if err := m.check("after refused AllocClass calls"); err != nil {
+		return err
+	}
+	// The caller's own fallback: the smallest class full, the next one
+	// takes its sizes.
+	if _, err := m.fillClass(0); err != nil {
+		return err
+	}
+	for range 2 {
+		if b, err := m.alloc(1, viaAllocClass, 1); err != nil || b == nil {
+			return errors.Join(err, violationf(ErrContract, "AllocClass(1, 1) with class 0 exhausted failed"))
+		}
+	}
+	return m.check("after falling back")
+}
+
+func checkClassesNoFallback(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	for k := range m.cls {
+		if _, err := m.fillClass(k); err != nil {
+			return err
+		}
+		lo := 1
+		if k > 0 {
+			lo = m.cls[k-1].Size + 1
+		}
+		for _, n := range []int{lo, m.cls[k].Size} {
+			for _, how := range []int{viaAlloc, viaAllocBytes} {
+				if b, err := m.alloc(n, how, 0); err != nil || b != nil {
+					return errors.Join(err, violationf(ErrContract, "%s(%d) with class %d exhausted took a block", viaNames[how], n, k))
+				}
+			}
+		}
+		if err := m.check(fmt.Sprintf("after refused allocations from the exhausted class %d", k)); err != nil {
+			return err
+		}
+		for j := range m.cls {
+			if j != k && m.Counts[j].Free > 0 {
+				b, err := m.alloc(m.cls[j].Size, viaAlloc, 0)
+				if err == nil && b == nil {
+					err = violationf(ErrContract, "class %d refused with class %d exhausted", j, k)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+		if err := m.freeAll(); err != nil {
+			return err
+		}
+	}
+	return m.check("after every class was exhausted once")
+}
+
+func checkClassesNoAliasing(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for step := range scaled(3000) {
+		if r.ctx.Err() != nil {
+			return violationf(ErrDeadlock, "step %d: stopped by the watchdog", step)
+		}
+		if len(m.Blocks) > 0 && rng.IntN(5) < 2 {
+			err = m.free(m.Blocks[rng.IntN(len(m.Blocks))])
+		} else {
+			_, err = m.alloc(1+rng.IntN(m.Largest()), rng.IntN(2), 0)
+		}
+		if err == nil && step%128 == 127 {
+			for _, b := range m.Blocks {
+				if err = m.intact(b); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+	}
+	if err := m.freeAll(); err != nil {
+		return err
+	}
+	return m.check("after freeing everything")
+}
+
+func checkClassesFreeChunk(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, cl := range m.cls {
+		total += cl.Blocks
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, empty := range [][]classes.Handle{nil, {}} {
+		if err := m.c.FreeChunk(empty); err != nil {
+			return violationf(ErrContract, "FreeChunk of an empty chunk = %v", err)
+		}
+	}
+	for length := 1; length <= min(total, 70); length++ {
+		// Allocate blocks of random classes until length of them are live.
+		for len(m.Blocks) < length {
+			k := rng.IntN(len(m.cls))
+			if m.Counts[k].Free == 0 {
+				continue
+			}
+			if _, err := m.alloc(1+rng.IntN(m.cls[k].Size), viaAllocClass, k); err != nil {
+				return err
+			}
+		}
+		chunk := slices.Clone(m.Blocks[:length])
+		rng.Shuffle(len(chunk), func(i, j int) { chunk[i], chunk[j] = chunk[j], chunk[i] })
+		hs := make([]classes.Handle, 0, length+4)
+		for _, b := range chunk {
+			if err := m.intact(b); err != nil {
+				return err
+			}
+			hs = append(hs, b.Key)
+		}
+		var bad []badHandle
+		if length%3 == 0 && len(m.Stale) > 0 {
+			bad = append(bad, staleOf(m.Stale[rng.IntN(len(m.Stale))]))
+		}
+		if length%4 == 0 {
+			bad = append(bad, badHandle{mkClassHandle(chunk[0].Key.Block(), uint32(len(m.cls))), classes.ErrUnknownClass, -1})
+		}
+		if length%5 == 0 {
+			bad = append(bad, badHandle{classes.Handle{}, pool.ErrZeroHandle, 0})
+		}
+		for _, x := range bad {
+			at := rng.IntN(len(hs) + 1)
+			hs = slices.Insert(hs, at, x.h)
+		}
+		err := m.c.FreeChunk(hs)
+		if len(bad) == 0 {
+			if err != nil {
+				return violationf(ErrContract, "FreeChunk of %d live handles: %v", length, err)
+			}
+		} else {
+			var rej *pool.RejectedError
+			switch {
+			case !errors.As(err, &rej) || !errors.Is(err, pool.ErrInvalidHandle):
+				return violationf(ErrContract, "FreeChunk of %d live and %d bad handles = %v, want a *pool.RejectedError", length, len(bad), err)
+			case rej.Rejected != len(bad):
+				return violationf(ErrAccounting, "FreeChunk of %d live and %d bad handles reported %d rejected", length, len(bad), rej.Rejected)
+			case !slices.ContainsFunc(bad, func(x badHandle) bool { return x.h.Block() == rej.First }):
+				return violationf(ErrContract, "FreeChunk's rejection names %v as the first refused, which is none of the bad handles", rej.First)
+			}
+			for _, x := range bad {
+				m.Refused(x.count, 1)
+			}
+		}
+		for _, b := range chunk {
+			m.Forget(b, false)
+		}
+		if err := m.check(fmt.Sprintf("after FreeChunk of %d live and %d bad handles", length, len(bad))); err != nil {
+			return err
+		}
+	}
+	return nil
+}

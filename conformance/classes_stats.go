@@ -1,0 +1,469 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/locus-go/locus/classes"
+	"github.com/locus-go/locus/internal/model"
+	"github.com/locus-go/locus/pool"
+)
+
+func checkClassesAccounting(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	snd, err := m.c.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	rng := rand.New(rand.NewPCG(10, 11))
+	for step := range scaled(3000) {
+		if r.ctx.Err() != nil {
+			return violationf(ErrDeadlock, "step %d: stopped by the watchdog", step)
+		}
+		var err error
+		switch op := m.Next(rng); op.Kind {
+		case model.SizesAlloc:
+			_, err = m.alloc(op.N, op.How, op.Class)
+		case model.SizesFree:
+			err = m.free(op.Blocks[0])
+		case model.SizesFreeChunk:
+			hs := make([]classes.Handle, len(op.Blocks))
+			for i, b := range op.Blocks {
+				hs[i] = b.Key
+			}
+			if err = m.c.FreeChunk(hs); err != nil {
+				err = violationf(ErrContract, "FreeChunk of %d live handles: %v", len(hs), err)
+			} else {
+				for _, b := range op.Blocks {
+					m.Forget(b, false)
+				}
+			}
+		case model.SizesRemote:
+			err = m.remoteFree(r, snd, op.Blocks, op.Single)
+		case model.SizesStale:
+			if got := m.c.Free(op.Key); !errors.Is(got, pool.ErrStaleHandle) {
+				err = violationf(ErrAliased, "Free of the stale %v = %v, want pool.ErrStaleHandle", op.Key, got)
+			} else {
+				m.Refused(op.Key.Class(), 1)
+			}
+		case model.SizesUnknown:
+			h := mkClassHandle(op.Blocks[0].Key.Block(), uint32(op.Unknown))
+			if got := m.c.Free(h); !errors.Is(got, classes.ErrUnknownClass) {
+				err = violationf(ErrContract, "Free of a handle naming no class = %v, want classes.ErrUnknownClass", got)
+			} else {
+				m.Refused(-1, 1)
+			}
+		default:
+			_, err = m.drainDry(r.ctx)
+		}
+		if err == nil {
+			err = m.check("")
+		}
+		if err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+	}
+	return nil
+}
+
+// classesNotBehind checks that st, read after prev, went back on no
+// counter and changed no constant, class by class.
+func classesNotBehind(prev, st classes.Stats) error {
+	if len(st.Classes) != len(prev.Classes) {
+		return violationf(ErrAccounting, "the number of classes changed from %d to %d", len(prev.Classes), len(st.Classes))
+	}
+	if st.Rejected < prev.Rejected {
+		return violationf(ErrAccounting, "Rejected went back from %d to %d", prev.Rejected, st.Rejected)
+	}
+	for k := range st.Classes {
+		if err := notBehind(prev.Classes[k].Stats, st.Classes[k].Stats); err != nil {
+			return fmt.Errorf("class %d: %w", k, err)
+		}
+		if st.Classes[k].Requested < prev.Classes[k].Requested {
+			return violationf(ErrAccounting, "class %d: Requested went back from %d to %d", k, prev.Classes[k].Requested, st.Classes[k].Requested)
+		}
+	}
+	return nil
+}
+
+// classIdentities checks a snapshot: every class, each one's identities.
+func classIdentities(st classes.Stats, n int) error {
+	if len(st.Classes) != n {
+		return violationf(ErrAccounting, "a snapshot has %d classes, the allocator %d", len(st.Classes), n)
+	}
+	for k, cs := range st.Classes {
+		if err := identities(cs.Stats); err != nil {
+			return fmt.Errorf("class %d: %w", k, err)
+		}
+		if cs.Requested > cs.HandedOut() {
+			return violationf(ErrAccounting, "class %d: Requested %d > Allocs × BlockSize %d", k, cs.Requested, cs.HandedOut())
+		}
+	}
+	return nil
+}
+
+func checkClassesSnapshot(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	ctx, c := r.ctx, m.c
+	n := len(m.cls)
+	if err := classIdentities(c.Snapshot(), n); err != nil {
+		return fmt.Errorf("the first snapshot: %w", err)
+	}
+	if err := checkClassesSnapshotFresh(r, m); err != nil {
+		return err
+	}
+	if err := checkClassesOwnSlices(m); err != nil {
+		return err
+	}
+	quit := make(chan struct{})
+	var scrape crew
+	scrape.Go(func() error {
+		prev := c.Snapshot()
+		var first error
+		for i := 1; ; i++ {
+			select {
+			case <-quit:
+				return first
+			case <-ctx.Done():
+				return first
+			default:
+			}
+			st := c.Snapshot()
+			err := classIdentities(st, n)
+			if err == nil {
+				err = classesNotBehind(prev, st)
+			}
+			if err != nil && first == nil {
+				first = fmt.Errorf("snapshot %d: %w", i, err)
+			}
+			prev = st
+			if i%64 == 0 {
+				var b backoff
+				b.n = spinYields
+				b.wait(ctx)
+			}
+		}
+	})
+	snd, err := c.NewSender()
+	if err != nil {
+		close(quit)
+		return errors.Join(violationf(ErrContract, "NewSender: %v", err), scrape.wait(ctx, "scrapers"))
+	}
+	rng := rand.New(rand.NewPCG(12, 13))
+	for step := range scaled(1500) {
+		switch op := rng.IntN(10); {
+		case op < 5 || len(m.Blocks) == 0:
+			_, err = m.alloc(1+rng.IntN(m.Largest()), viaAlloc, 0)
+		case op < 7:
+			err = m.free(m.Blocks[rng.IntN(len(m.Blocks))])
+		case op < 8:
+			err = m.remoteFree(r, snd, m.Blocks[len(m.Blocks)-1:], false)
+		case op < 9:
+			if len(m.Stale) > 0 {
+				_ = c.Free(m.Stale[rng.IntN(len(m.Stale))]) // refused and counted
+			}
+			_, err = c.Drain()
+		default:
+			_, err = c.Drain()
+		}
+		if err != nil {
+			close(quit)
+			return errors.Join(fmt.Errorf("step %d: %w", step, err), scrape.wait(ctx, "scrapers"))
+		}
+	}
+	close(quit)
+	if err := scrape.wait(ctx, "scrapers"); err != nil {
+		return err
+	}
+	st := c.Stats()
+	snap := c.Snapshot()
+	if !slices.Equal(st.Classes, snap.Classes) || st.Rejected != snap.Rejected {
+		return violationf(ErrAccounting, "Snapshot right after Stats differs from it: %s", fieldDiff(snap, st))
+	}
+	return nil
+}
+
+// checkClassesSnapshotFresh: an owner that only drains keeps a scraper
+// fresh. The owner allocates without calling Stats; a Snapshot asked for
+// later (past the freshness window of the last publication) gets the
+// allocations once the owner drains.
+func checkClassesSnapshotFresh(r *clCase, m *clModel) error {
+	if err := m.freeAll(); err != nil {
+		return err
+	}
+	if err := m.check("before a drain-only stretch"); err != nil { // publishes
+		return err
+	}
+	const k = 3
+	for range k {
+		if b, err := m.alloc(1, viaAlloc, 0); err != nil || b == nil {
+			return errors.Join(err, violationf(ErrContract, "Alloc(1) on a fresh allocator failed"))
+		}
+	}
+	st, err := snapshotWhileDraining(r.ctx, m.c.Snapshot, m.c.Drain)
+	if err != nil {
+		return err
+	}
+	if len(st.Classes) == 0 || st.Classes[0].Live != k {
+		live := -1
+		if len(st.Classes) > 0 {
+			live = st.Classes[0].Live
+		}
+		return violationf(ErrAccounting, "a Snapshot asked for while the owner only drained says %d blocks of class 0 live, want %d: the owner does not publish at Drain when asked (a scraper of a drain-only owner is stale forever)", live, k)
+	}
+	return m.freeAll()
+}
+
+// checkClassesOwnSlices: every slice the allocator returns is the
+// caller's. Stats and Snapshot taken earlier do not change as the
+// allocator goes on, edits to them do not show in later ones, and an edit
+// to what Classes returned changes neither what it returns next nor where
+// allocations go.
+func checkClassesOwnSlices(m *clModel) error {
+	c := m.c
+	b, err := m.alloc(1, viaAlloc, 0)
+	if err != nil || b == nil {
+		return errors.Join(err, violationf(ErrContract, "Alloc(1) on a fresh allocator failed"))
+	}
+	for _, read := range []struct {
+		name string
+		get  func() classes.Stats
+	}{{"Stats", c.Stats}, {"Snapshot", func() classes.Stats { c.Stats(); return c.Snapshot() }}} {
+		st := read.get()
+		kept := slices.Clone(st.Classes)
+		// The allocator goes on: the earlier value must not follow.
+		x, err := m.alloc(m.cls[len(m.cls)-1].Size, viaAlloc, 0)
+		if err != nil || x == nil {
+			return errors.Join(err, violationf(ErrContract, "Alloc of the largest class failed"))
+		}
+		later := read.get()
+		if !slices.Equal(st.Classes, kept) {
+			return violationf(ErrAliased, "a %s taken earlier changed when the allocator went on: %s; the slice it returned is one the allocator keeps writing", read.name, fieldDiff(st.Classes, kept))
+		}
+		// The caller's edits must not reach the allocator.
+		want := slices.Clone(later.Classes)
+		for i := range later.Classes {
+			later.Classes[i].Allocs += 1000
+			later.Classes[i].Live = -1
+		}
+		again := c.Stats()
+		if read.name == "Snapshot" {
+			again = c.Snapshot() // no publication between the edit and the read
+		}
+		if !slices.Equal(again.Classes, want) {
+			return violationf(ErrAliased, "an edit to what %s returned showed in the next %s: %s", read.name, read.name, fieldDiff(again.Classes, want))
+		}
+		if err := m.free(x); err != nil {
+			return err
+		}
+	}
+	cls := c.Classes()
+	for i := range cls {
+		cls[i].Size, cls[i].Blocks = 1, 1
+	}
+	if got := c.Classes(); !slices.Equal(got, m.cls) {
+		return violationf(ErrAliased, "an edit to what Classes returned showed in the next Classes: %v, want %v", got, m.cls)
+	}
+	for _, n := range m.sizes() {
+		x, err := m.alloc(n, viaAlloc, 0)
+		if err != nil {
+			return fmt.Errorf("after an edit to what Classes returned: %w", err)
+		}
+		if x != nil {
+			if err := m.free(x); err != nil {
+				return err
+			}
+		}
+	}
+	return m.check("after edits to every slice the allocator returned")
+}
+
+func checkClassesClose(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	c := m.c
+	var live []*clBlock
+	for k := range m.cls {
+		b, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
+		if err != nil || b == nil {
+			return errors.Join(err, violationf(ErrContract, "class %d refused", k))
+		}
+		live = append(live, b)
+	}
+	snd, err := c.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	if err := m.remoteFree(r, snd, live[:1], false); err != nil {
+		return err
+	}
+	h := live[1].Key
+	final := c.Stats()
+	if err := c.Close(); err != nil {
+		return violationf(ErrContract, "Close: %v", err)
+	}
+	_, aErr := c.Alloc(1)
+	_, _, bErr := c.AllocBytes(1)
+	_, cErr := c.AllocClass(0, 1)
+	_, yErr := c.Bytes(h)
+	_, dErr := c.Drain()
+	_, sErr := c.NewSender()
+	for _, call := range [...]struct {
+		name string
+		err  error
+	}{
+		{"Alloc", aErr}, {"AllocBytes", bErr}, {"AllocClass", cErr}, {"Bytes", yErr}, {"Drain", dErr},
+		{"NewSender", sErr}, {"Free", c.Free(h)}, {"FreeChunk", c.FreeChunk([]classes.Handle{h})},
+		{"Free of the zero handle", c.Free(classes.Handle{})}, {"Close", c.Close()},
+	} {
+		if !errors.Is(call.err, pool.ErrClosed) {
+			return violationf(ErrContract, "%s after Close = %v, want pool.ErrClosed", call.name, call.err)
+		}
+	}
+	if err := classSendsFail("a sender of a closed allocator", snd, h); err != nil {
+		return err
+	}
+	if st := c.Stats(); !slices.Equal(st.Classes, final.Classes) || st.Rejected != final.Rejected {
+		return violationf(ErrAccounting, "Stats after Close differs from Stats at Close: %s", fieldDiff(st, final))
+	}
+	if snap := c.Snapshot(); !slices.Equal(snap.Classes, final.Classes) || snap.Rejected != final.Rejected {
+		return violationf(ErrAccounting, "Snapshot after Close differs from Stats at Close: %s", fieldDiff(snap, final))
+	}
+	return nil
+}
+
+func checkClassesAllocs(r *clCase) error {
+	m, err := newClassesModel(r)
+	if err != nil {
+		return err
+	}
+	c := m.c
+	snd, err := c.NewSender()
+	if err != nil {
+		return violationf(ErrContract, "NewSender: %v", err)
+	}
+	stale, err := c.Alloc(1)
+	if err != nil {
+		return violationf(ErrContract, "Alloc: %v", err)
+	}
+	if err := c.Free(stale); err != nil {
+		return violationf(ErrContract, "Free: %v", err)
+	}
+	// One handle of every class per chunk: it fits any transport.
+	chunk := make([]classes.Handle, len(m.cls))
+	rng := rand.New(rand.NewPCG(31, 32))
+	big := make([]classes.Handle, 0, 16*len(m.cls))
+	fill := func() error {
+		for k := range chunk {
+			h, err := c.Alloc(m.cls[k].Size)
+			if err != nil {
+				return violationf(ErrContract, "Alloc(%d): %v", m.cls[k].Size, err)
+			}
+			chunk[k] = h
+		}
+		return nil
+	}
+	for _, op := range []struct {
+		name string
+		op   func() error
+	}{
+		{"Alloc+Free", func() error {
+			h, err := c.Alloc(m.cls[1].Size)
+			if err != nil {
+				return contractErr("Alloc", err)
+			}
+			return contractErr("Free", c.Free(h))
+		}},
+		{"AllocBytes+Bytes+Free", func() error {
+			h, _, err := c.AllocBytes(m.cls[0].Size)
+			if err != nil {
+				return contractErr("AllocBytes", err)
+			}
+			if _, err := c.Bytes(h); err != nil {
+				return contractErr("Bytes", err)
+			}
+			return contractErr("Free", c.Free(h))
+		}},
+		{"AllocClass+Free", func() error {
+			h, err := c.AllocClass(len(m.cls)-1, 1)
+			if err != nil {
+				return contractErr("AllocClass", err)
+			}
+			return contractErr("Free", c.Free(h))
+		}},
+		{"FreeChunk of a mixed chunk", func() error {
+			if err := fill(); err != nil {
+				return err
+			}
+			return contractErr("FreeChunk", c.FreeChunk(chunk))
+		}},
+		{"FreeChunk of 16 handles per class", func() error {
+			var err error
+			if big, err = bigChunk(m, rng, 16, big); err != nil {
+				return err
+			}
+			return contractErr("FreeChunk", c.FreeChunk(big))
+		}},
+		{"a rejected Free", func() error {
+			if err := c.Free(stale); !errors.Is(err, pool.ErrStaleHandle) {
+				return violationf(ErrContract, "Free of a stale handle = %v", err)
+			}
+			return nil
+		}},
+		{"sender FreeChunk+Drain", func() error {
+			if err := fill(); err != nil {
+				return err
+			}
+			if err := snd.FreeChunk(chunk); err != nil {
+				return contractErr("sender FreeChunk", err)
+			}
+			return drainBlocks(c.Drain, len(chunk))
+		}},
+		{"sender Free+Drain", func() error {
+			h, err := c.Alloc(1)
+			if err != nil {
+				return contractErr("Alloc", err)
+			}
+			if err := snd.Free(h); err != nil {
+				return contractErr("sender Free", err)
+			}
+			return drainBlocks(c.Drain, 1)
+		}},
+		{"an idle Drain", func() error {
+			_, err := c.Drain()
+			return contractErr("Drain", err)
+		}},
+	} {
+		if err := noAllocs(r.allocRuns(), op.name, op.op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bigChunk fills chunk with up to per handles of every class, in a random
+// order, for FreeChunk to free: more handles per class than a few.
+func bigChunk(m *clModel, rng *rand.Rand, per int, chunk []classes.Handle) ([]classes.Handle, error) {
+	chunk = chunk[:0]
+	for k, cl := range m.cls {
+		for range min(per, cl.Blocks-2) {
+			h, err := m.c.Alloc(cl.Size)
+			if err != nil {
+				return chunk, contractErr(fmt.Sprintf("Alloc(%d) of class %d", cl.Size, k), err)
+			}
+			chunk = append(chunk, h)
+		}
+	}
+	rng.Shuffle(len(chunk), func(i, j int) { chunk[i], chunk[j] = chunk[j], chunk[i] })
+	return chunk, nil
+}

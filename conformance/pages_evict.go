@@ -1,0 +1,464 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/locus-go/locus/pages"
+	"github.com/locus-go/locus/pool"
+)
+
+func checkPagesPins(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	// Every run of an evictable type, some pinned many times: the pinned
+	// ones survive Evict and allocation pressure; Free drops every pin.
+	rng := rand.New(rand.NewPCG(7, 8))
+	for m.Used < m.Pages {
+		x, err := m.alloc(min(1+rng.IntN(4), m.Pages-m.Used), kvCache)
+		if err != nil || x == nil {
+			return errors.Join(err, violationf(ErrContract, "Alloc with %d pages free failed", m.Pages-m.Used))
+		}
+		for range rng.IntN(3) {
+			if err := m.pin(x); err != nil {
+				return err
+			}
+		}
+		if rng.IntN(2) == 0 {
+			for x.Pins > 0 {
+				if err := m.unpin(x); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := m.check("with pinned and unpinned runs"); err != nil {
+		return err
+	}
+	if err := m.evict(m.Pages); err != nil {
+		return err
+	}
+	if err := m.check("after Evict of the whole region"); err != nil {
+		return err
+	}
+	// Allocation pressure: the pinned runs must stay.
+	for _, n := range []int{m.Pages, m.Pages / 2, 1} {
+		x, err := m.alloc(n, weights)
+		if err != nil {
+			return err
+		}
+		if x != nil {
+			if err := m.free(x); err != nil {
+				return err
+			}
+		}
+	}
+	for _, x := range slices.Clone(m.Live) {
+		if x.Pins > 1 {
+			if err := m.free(x); err != nil { // Free, whatever the pins
+				return err
+			}
+		}
+	}
+	if err := m.check("after freeing runs pinned several times"); err != nil {
+		return err
+	}
+	// Then thousands of random pins, unpins and evictions.
+	return m.churn(r, rng, scaled(2000), func(int) error { return m.check("") })
+}
+
+func checkPagesLRU(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for round := range scaled(20) {
+		// Runs of the two types that share a priority, unpinned in a
+		// random order, some pinned and unpinned again.
+		for m.Used < m.Pages {
+			c := kvCache
+			if rng.IntN(2) == 0 {
+				c = adapter
+			}
+			if _, err := m.alloc(min(1+rng.IntN(3), m.Pages-m.Used), c); err != nil {
+				return err
+			}
+		}
+		for _, i := range rng.Perm(len(m.Live)) {
+			if err := m.unpin(m.Live[i]); err != nil {
+				return err
+			}
+		}
+		for range len(m.Live) / 3 {
+			x := m.Pick(rng)
+			if err := m.pin(x); err != nil {
+				return err
+			}
+			if err := m.unpin(x); err != nil {
+				return err
+			}
+		}
+		// One run at a time through Evict, then allocations that must
+		// evict.
+		for range 3 {
+			if err := m.evict(1); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		for range 4 {
+			if _, err := m.alloc(1+rng.IntN(6), kvCache); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
+			return err
+		}
+		if err := m.freeAll(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkPagesPriority(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	for round := range scaled(20) {
+		// Unpinned runs of every type, interleaved.
+		for m.Used < m.Pages {
+			c := pages.Content(rng.IntN(len(m.types)))
+			x, err := m.alloc(min(1+rng.IntN(3), m.Pages-m.Used), c)
+			if err != nil {
+				return err
+			}
+			if err := m.unpin(x); err != nil {
+				return err
+			}
+		}
+		// Allocations of each priority: prefix may evict only prefix,
+		// kv and adapter up to their priority, weights everything
+		// evictable, scratch (priority 0) nothing.
+		for _, c := range []pages.Content{scratch, prefix, kvCache, adapter, weights} {
+			for _, n := range []int{1 + rng.IntN(4), 1 + rng.IntN(m.Pages/4)} {
+				if _, err := m.alloc(n, c); err != nil {
+					return fmt.Errorf("round %d: %w", round, err)
+				}
+			}
+		}
+		if err := m.evict(m.Pages / 8); err != nil {
+			return err
+		}
+		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
+			return err
+		}
+		if err := m.freeAll(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkPagesMinimal(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for round := range scaled(20) {
+		// Unpinned kv runs between pinned weights: evicting k runs frees
+		// runs of known lengths.
+		for m.Used < m.Pages {
+			x, err := m.alloc(min(1+rng.IntN(4), m.Pages-m.Used), kvCache)
+			if err != nil {
+				return err
+			}
+			if rng.IntN(4) != 0 {
+				if err := m.unpin(x); err != nil {
+					return err
+				}
+			}
+		}
+		// Requests that fit after some evictions, and requests larger
+		// than all the free and evictable pages: those evict nothing.
+		hopeless := m.Pages - m.Used + m.CandidatePages(math.MaxInt) + 1
+		for _, n := range []int{1, 2, 1 + rng.IntN(8), hopeless, m.Pages} {
+			if n > m.Pages {
+				continue
+			}
+			if _, err := m.alloc(n, kvCache); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
+			return err
+		}
+		if err := m.freeAll(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkPagesEvict(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	for round := range scaled(20) {
+		for m.Used < m.Pages {
+			x, err := m.alloc(min(1+rng.IntN(5), m.Pages-m.Used), pages.Content(rng.IntN(len(m.types))))
+			if err != nil {
+				return err
+			}
+			if rng.IntN(3) != 0 {
+				if err := m.unpin(x); err != nil {
+					return err
+				}
+			}
+		}
+		for _, n := range []int{0, 1, 2, 3, 1 + rng.IntN(8), m.Pages / 4, m.Pages, math.MaxInt} {
+			if err := m.evict(n); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
+			return err
+		}
+		if err := m.freeAll(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkPagesEvictFunc(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	in := m.in
+	heard, probing := 0, false
+	in.log.probe = func(run pages.Run, c pages.Content) error {
+		if probing {
+			return violationf(ErrContract, "a call inside the EvictFunc evicted %v: the allocator's mutators must fail with pages.ErrInEviction there", run)
+		}
+		probing = true
+		defer func() { probing = false }()
+		heard++
+		x, live := m.gone(run)
+		if !live {
+			return violationf(ErrContract, "the EvictFunc was told of %v, which the model does not expect evicted", run)
+		}
+		buf, err := in.Bytes(run)
+		if err != nil {
+			return violationf(ErrContract, "Bytes of %v inside the EvictFunc: %v; the run is valid until the call returns", run, err)
+		}
+		if at, ok := stamped(buf, m.psize, x.Tag); !ok || len(buf) != x.N*m.psize {
+			return violationf(ErrAliased, "inside the EvictFunc, byte %d of %v (of %d bytes) lost its data: its pages were reused before the owner heard", at, run, len(buf))
+		}
+		if first, n, err := in.Span(run); first != x.First || n != x.N || err != nil {
+			return violationf(ErrContract, "Span of %v inside the EvictFunc = (%d, %d, %v), want (%d, %d)", run, first, n, err, x.First, x.N)
+		}
+		if got, err := in.Content(run); got != pages.Content(x.C) || err != nil {
+			return violationf(ErrContract, "Content of %v inside the EvictFunc = (%d, %v), want %d", run, got, err, x.C)
+		}
+		if pins, err := in.Pins(run); pins != 0 || err != nil {
+			return violationf(ErrContract, "Pins of %v inside the EvictFunc = (%d, %v), want 0", run, pins, err)
+		}
+		if err := in.readInEviction(); err != nil {
+			return err
+		}
+		_, allocErr := in.Alloc(1, weights)
+		_, evictErr := in.Evict(1)
+		for _, call := range [...]struct {
+			name string
+			err  error
+		}{
+			{"Alloc", allocErr}, {"Free", in.Free(run)}, {"Pin", in.Pin(run)}, {"Unpin", in.Unpin(run)},
+			{"Evict", evictErr}, {"Close", in.Close()},
+		} {
+			if !errors.Is(call.err, pages.ErrInEviction) {
+				return violationf(ErrContract, "%s inside the EvictFunc = %v, want pages.ErrInEviction", call.name, call.err)
+			}
+		}
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(19, 20))
+	if err := m.churn(r, rng, scaled(2000), func(step int) error {
+		if step%16 == 0 {
+			return m.check("")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if heard < 20 {
+		return violationf(ErrContract, "the EvictFunc was called %d times in thousands of operations that evict", heard)
+	}
+	// Every run evicted is stale on every path.
+	in.log.probe = nil
+	for i, run := range in.log.runs {
+		if _, live := m.ByKey[run]; live || i%7 != 0 {
+			continue
+		}
+		if err := m.refused("an evicted run", run, pool.ErrStaleHandle); err != nil {
+			return err
+		}
+	}
+	return m.check("after calls with evicted runs")
+}
+
+// reentryWait is how long the EvictFunc waits for Stats and Snapshot,
+// called for it on another goroutine, before it reports the allocator
+// deadlocked.
+const reentryWait = 2 * time.Second
+
+// readInEviction calls Stats and Snapshot on behalf of an EvictFunc: on a
+// goroutine of their own, while the owner waits in the EvictFunc, so that an
+// allocator that holds a lock across the EvictFunc which its read methods
+// take is reported instead of hanging the suite. Nothing else runs in the
+// allocator meanwhile: the owner is blocked in the call.
+func (in *pagesInst) readInEviction() error {
+	done := make(chan [2]pages.Stats, 1)
+	go func() { done <- [2]pages.Stats{in.Stats(), in.Snapshot()} }()
+	select {
+	case got := <-done:
+		for i, name := range [2]string{"Stats", "Snapshot"} {
+			if err := pageIdentities(got[i]); err != nil {
+				return fmt.Errorf("%s called from the EvictFunc: %w", name, err)
+			}
+		}
+		return nil
+	case <-time.After(reentryWait):
+		in.log.pending = done
+		return violationf(ErrDeadlock, "Stats and Snapshot called from the EvictFunc had not returned after %v: the allocator holds a lock across the EvictFunc that they wait for, yet the EvictFunc may call them", reentryWait)
+	}
+}
+
+// settle waits, after the call that evicted, for reads that
+// readInEviction gave up on: they return once the call has released the
+// allocator, and must not run beside the owner's next calls.
+func (in *pagesInst) settle() {
+	if in.log.pending == nil {
+		return
+	}
+	select {
+	case <-in.log.pending:
+	case <-time.After(reentryWait):
+	}
+	in.log.pending = nil
+}
+
+func checkPagesWatermarks(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	if m.High == 0 {
+		return violationf(ErrContract, "the model has no watermarks")
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	for round := range scaled(10) {
+		// Climb to the high watermark with unpinned runs: nothing is
+		// evicted below it, then down to the low one.
+		for m.Used < m.High-1 {
+			x, err := m.alloc(1, pages.Content(1+rng.IntN(3)))
+			if err != nil || x == nil {
+				return errors.Join(err, violationf(ErrContract, "round %d: Alloc(1) with %d pages in use failed", round, m.Used))
+			}
+			if err := m.unpin(x); err != nil {
+				return err
+			}
+		}
+		if err := m.check(fmt.Sprintf("round %d, just under the high watermark", round)); err != nil {
+			return err
+		}
+		for range 6 {
+			if _, err := m.alloc(1+rng.IntN(3), weights); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		if err := m.check(fmt.Sprintf("round %d, past the high watermark", round)); err != nil {
+			return err
+		}
+		if err := m.freeAll(); err != nil {
+			return err
+		}
+	}
+	return m.churn(r, rng, scaled(2000), func(int) error { return m.check("") })
+}
+
+func checkPagesContentRange(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	in := m.in
+	if len(m.types) != pages.MaxContentTypes {
+		return violationf(ErrContract, "the model has %d content types, want %d", len(m.types), pages.MaxContentTypes)
+	}
+	// Every content type round-trips (place checks Content), and Stats
+	// counts it under its own index.
+	for c := range pages.Content(len(m.types)) {
+		if _, err := m.alloc(1+int(c)%2, c); err != nil {
+			return err
+		}
+	}
+	if err := m.check(fmt.Sprintf("with a run of each of %d content types", len(m.types))); err != nil {
+		return err
+	}
+	for c := len(m.types); c <= math.MaxUint8; c++ {
+		if _, err := in.alloc(1, pages.Content(c)); !errors.Is(err, pool.ErrInvalidArgument) {
+			return violationf(ErrContract, "Alloc(1, content %d) with %d content types = %v, want pool.ErrInvalidArgument", c, len(m.types), err)
+		}
+	}
+	if err := m.freeAll(); err != nil {
+		return err
+	}
+	// Eviction by priority: the region full of unpinned runs of every
+	// type, in a random order, evicted one by one, then allocations of
+	// every priority under pressure.
+	rng := rand.New(rand.NewPCG(29, 30))
+	for round := range 6 {
+		for m.Used < m.Pages {
+			x, err := m.alloc(min(1+rng.IntN(2), m.Pages-m.Used), pages.Content(rng.IntN(len(m.types))))
+			if err != nil {
+				return err
+			}
+			if x == nil {
+				break
+			}
+			if err := m.unpin(x); err != nil {
+				return err
+			}
+		}
+		for range 8 {
+			if err := m.evict(1); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		for _, c := range rng.Perm(len(m.types)) {
+			if _, err := m.alloc(1+rng.IntN(4), pages.Content(c)); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
+			return err
+		}
+		if err := m.freeAll(); err != nil {
+			return err
+		}
+	}
+	return m.churn(r, rng, scaled(1000), func(int) error { return m.check("") })
+}

@@ -1,0 +1,403 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/locus-go/locus/internal/model"
+	"github.com/locus-go/locus/pages"
+	"github.com/locus-go/locus/pool"
+)
+
+// pgModel is the suite's model of a page-run allocator: model.Region,
+// with the allocator it drives. Cases drive the allocator through it; it
+// checks every result and every eviction as it goes, and Stats when asked.
+type pgModel struct {
+	*model.Region[pages.Run]
+	in    *pagesInst
+	psize int
+	fit   pages.Fit
+	id    uint32 // the allocator's id, from its first run
+	types []pages.ContentType
+	tag   byte
+}
+
+type pgRun = model.Run[pages.Run]
+
+func newPgModel(in *pagesInst) (*pgModel, error) {
+	st := in.Stats()
+	if st.Pages < pagesMin || st.PageSize <= 0 {
+		return nil, &ctorError{fmt.Errorf("the page-run suite needs a region of at least %d pages, got %d pages of %d bytes", pagesMin, st.Pages, st.PageSize)}
+	}
+	if st.Fit != pages.BestFit && st.Fit != pages.FirstFit {
+		return nil, violationf(ErrContract, "Stats().Fit = %v, neither best nor first fit", st.Fit)
+	}
+	m := &pgModel{in: in, psize: st.PageSize, fit: st.Fit, types: in.cfg.Types}
+	if m.types == nil {
+		m.types = []pages.ContentType{{Name: "data"}}
+	}
+	m.Region = model.NewRegion[pages.Run](st.Pages, st.Fit == pages.FirstFit, regionTypes(m.types), in.cfg.High, in.cfg.Low)
+	if want := m.want(); st != want {
+		return nil, violationf(ErrAccounting, "a fresh allocator's Stats differs from one free run of the whole region: %s", fieldDiff(st, want))
+	}
+	return m, nil
+}
+
+// regionTypes returns what the model needs of content types.
+func regionTypes(ts []pages.ContentType) []model.Type {
+	out := make([]model.Type, len(ts))
+	for i, t := range ts {
+		out[i] = model.Type{Priority: t.Priority, Evictable: t.Evictable}
+	}
+	return out
+}
+
+// newModel builds the model of the case's allocator.
+func newModel(r *pgCase) (*pgModel, error) { return newPgModel(r.x) }
+
+// want returns the Stats the model expects.
+func (m *pgModel) want() pages.Stats {
+	c := m.Count()
+	w := pages.Stats{
+		PageSize: m.psize, Pages: m.Pages, Fit: m.fit,
+		Used: c.Used, Free: c.Free, LargestFree: c.LargestFree, FreeRuns: c.FreeRuns, Runs: c.Runs, Evictable: c.Evictable,
+		Pins: c.Pins, PinnedRuns: c.PinnedRuns,
+		Allocs: m.Allocs, Frees: m.Frees, Evictions: m.Evictions, EvictedPages: m.EvictedPages, Failed: m.Failed, Rejected: m.Rejected,
+	}
+	for i := range m.Types {
+		w.Content[i] = pages.ContentStats{Runs: c.ContentRuns[i], Pages: c.ContentPages[i], Evictions: m.ContentEvictions[i]}
+	}
+	return w
+}
+
+// check compares Stats with the model.
+func (m *pgModel) check(what string) error {
+	if got, want := m.in.Stats(), m.want(); got != want {
+		return violationf(ErrAccounting, "%s: Stats differs from the model: %s", what, fieldDiff(got, want))
+	}
+	if n := m.in.log.stray; n > 0 {
+		return violationf(ErrContract, "%s: the EvictFunc was called %d times outside Alloc and Evict", what, n)
+	}
+	return nil
+}
+
+// alloc allocates n pages of content c from the allocator and the model,
+// and checks what happened: the evictions, in order; the error; the run's
+// place, length, pins, content and memory. When the model agrees that the
+// allocation must fail it returns nil and no error.
+func (m *pgModel) alloc(n int, c pages.Content) (*pgRun, error) {
+	what := fmt.Sprintf("Alloc(%d pages, content %d)", n, c)
+	room, placed := m.Evicting(n, int(c))
+	mark := len(m.in.log.runs)
+	r, err := m.in.alloc(n, c)
+	if e := m.evictedAs(what, mark, room, !placed || err != nil || m.High == 0); e != nil {
+		return nil, e
+	}
+	if !placed {
+		if err == nil {
+			return nil, violationf(ErrAliased, "%s = %v, but no free run holds %d pages (free runs %v): it overlaps live runs", what, r, n, m.Gaps())
+		}
+		if !errors.Is(err, pool.ErrExhausted) {
+			return nil, violationf(ErrContract, "%s with no free run that holds it = %v, want pool.ErrExhausted", what, err)
+		}
+		m.Failed++
+		return nil, nil
+	}
+	if err != nil {
+		return nil, violationf(ErrContract, "%s = %v, but a free run holds it (free runs %v)", what, err, m.Gaps())
+	}
+	x, err := m.place(what, r, n, c)
+	if err != nil {
+		return nil, err
+	}
+	if m.High > 0 {
+		marked := m.Reclaim()
+		if e := m.evictedAs(fmt.Sprintf("%s, leaving %d of %d pages in use (high watermark %d, low %d)", what, m.Used+pagesOf(marked), m.Pages, m.High, m.Low),
+			mark+len(room), marked, true); e != nil {
+			return nil, e
+		}
+	}
+	return x, nil
+}
+
+func pagesOf(xs []*pgRun) int {
+	n := 0
+	for _, x := range xs {
+		n += x.N
+	}
+	return n
+}
+
+// place checks a run the allocator just placed and adds it to the model.
+func (m *pgModel) place(what string, r pages.Run, n int, c pages.Content) (*pgRun, error) {
+	first, got, err := m.in.Span(r)
+	switch {
+	case err != nil:
+		return nil, violationf(ErrContract, "Span of the run %s returned: %v", what, err)
+	case got != n:
+		return nil, violationf(ErrContract, "%s placed a run of %d pages", what, got)
+	case first < 0 || first+n > m.Pages:
+		return nil, violationf(ErrContract, "%s placed pages [%d, %d), outside the region of %d", what, first, first+n, m.Pages)
+	}
+	for p := first; p < first+n; p++ {
+		if o := m.Owner[p]; o != nil {
+			return nil, violationf(ErrAliased, "%s placed pages [%d, %d), but page %d belongs to the live run %v at [%d, %d)", what, first, first+n, p, o.Key, o.First, o.First+o.N)
+		}
+	}
+	allowed := m.Allowed(n)
+	ok := false
+	for _, g := range allowed {
+		ok = ok || (g[0] <= first && first+n <= g[0]+g[1])
+	}
+	if !ok {
+		return nil, violationf(ErrContract, "%s placed pages [%d, %d); %v allows the free runs %v (as (first, length)) of the free runs %v", what, first, first+n, m.fit, allowed, m.Gaps())
+	}
+	if _, dup := m.ByKey[r]; dup {
+		return nil, violationf(ErrDuplicated, "%s returned %v, a live run's handle", what, r)
+	}
+	if id := runPool(r); m.id == 0 {
+		m.id = id
+	} else if id != m.id {
+		return nil, violationf(ErrContract, "%s returned a run of allocator id %d, earlier runs carry %d", what, id, m.id)
+	}
+	buf, err := m.in.Bytes(r)
+	if err != nil || len(buf) != n*m.psize || cap(buf) != len(buf) {
+		return nil, violationf(ErrContract, "Bytes of the run %s returned: %d bytes, capacity %d, %v; want %d bytes, no spare capacity", what, len(buf), cap(buf), err, n*m.psize)
+	}
+	if pins, err := m.in.Pins(r); pins != 1 || err != nil {
+		return nil, violationf(ErrContract, "the run %s returned has %d pins (%v), want 1", what, pins, err)
+	}
+	if got, err := m.in.Content(r); got != c || err != nil {
+		return nil, violationf(ErrContract, "Content of the run %s returned = %d, %v", what, got, err)
+	}
+	m.tag++
+	stamp(buf, m.psize, m.tag)
+	return m.Add(r, first, n, int(c), m.tag), nil
+}
+
+// evictedAs compares the evictions the EvictFunc heard from mark on with
+// want; with exact, nothing more may follow.
+func (m *pgModel) evictedAs(what string, mark int, want []*pgRun, exact bool) error {
+	l := m.in.log
+	if l.err != nil {
+		return l.err
+	}
+	got := l.runs[mark:]
+	for i, v := range want {
+		if i >= len(got) {
+			if _, _, err := m.in.Span(v.Key); err != nil {
+				return violationf(ErrLost, "%s evicted %v (content %d, %d pages) without telling the EvictFunc", what, v.Key, v.C, v.N)
+			}
+			return violationf(ErrContract, "%s evicted %d runs, want %d: %v (content %d, %d pages, unpinned at %d) was due next", what, len(got), len(want), v.Key, v.C, v.N, v.Since)
+		}
+		if got[i] != v.Key {
+			return m.wrongVictim(what, got[i], v)
+		}
+		if c := l.conts[mark+i]; c != pages.Content(v.C) {
+			return violationf(ErrContract, "%s: the EvictFunc was told %v holds content %d; it holds %d", what, v.Key, c, v.C)
+		}
+	}
+	if exact && len(got) > len(want) {
+		return m.wrongVictim(what, got[len(want)], nil)
+	}
+	return nil
+}
+
+// wrongVictim says why evicting x, instead of due (nil: nothing), breaks
+// the contract.
+func (m *pgModel) wrongVictim(what string, x pages.Run, due *pgRun) error {
+	dueS := "nothing more was due"
+	if due != nil {
+		dueS = fmt.Sprintf("%v (content %d, priority %d, unpinned at %d) was due", due.Key, due.C, m.types[due.C].Priority, due.Since)
+	}
+	if o, ok := m.Dropped[x]; ok {
+		return violationf(ErrOrder, "%s evicted %v (content %d, priority %d, unpinned at %d) before its turn; %s", what, x, o.C, m.types[o.C].Priority, o.Since, dueS)
+	}
+	o, live := m.ByKey[x]
+	switch {
+	case !live:
+		return violationf(ErrContract, "%s: the EvictFunc was told of %v, which is not a live run; %s", what, x, dueS)
+	case o.Pins > 0:
+		return violationf(ErrContract, "%s evicted %v, pinned %d times; %s", what, x, o.Pins, dueS)
+	case !m.types[o.C].Evictable:
+		return violationf(ErrContract, "%s evicted %v of content %d, which is not evictable; %s", what, x, o.C, dueS)
+	case due == nil:
+		return violationf(ErrContract, "%s evicted %v (content %d, priority %d) as well; %s", what, x, o.C, m.types[o.C].Priority, dueS)
+	}
+	return violationf(ErrOrder, "%s evicted %v (content %d, priority %d, unpinned at %d); %s", what, x, o.C, m.types[o.C].Priority, o.Since, dueS)
+}
+
+// gone returns the model's record of a run the allocator is evicting: the
+// model drops the victims of an allocation that does not fit before the
+// call, those of the watermarks after it.
+func (m *pgModel) gone(run pages.Run) (*pgRun, bool) {
+	if x, ok := m.Dropped[run]; ok {
+		return x, true
+	}
+	x, ok := m.ByKey[run]
+	return x, ok
+}
+
+// intact checks that x's memory kept what the model wrote.
+func (m *pgModel) intact(x *pgRun) error {
+	buf, err := m.in.Bytes(x.Key)
+	if err != nil {
+		return violationf(ErrContract, "Bytes of the live run %v: %v", x.Key, err)
+	}
+	if at, ok := stamped(buf, m.psize, x.Tag); !ok {
+		return violationf(ErrAliased, "byte %d of the live run %v at pages [%d, %d) changed: another run shares its memory", at, x.Key, x.First, x.First+x.N)
+	}
+	return nil
+}
+
+func (m *pgModel) free(x *pgRun) error {
+	if err := m.intact(x); err != nil {
+		return err
+	}
+	if err := m.in.Free(x.Key); err != nil {
+		return violationf(ErrContract, "Free of the live run %v: %v", x.Key, err)
+	}
+	m.Drop(x, false)
+	return nil
+}
+
+func (m *pgModel) pin(x *pgRun) error {
+	if err := m.in.Pin(x.Key); err != nil {
+		return violationf(ErrContract, "Pin of the live run %v: %v", x.Key, err)
+	}
+	x.Pins++
+	return nil
+}
+
+// unpin unpins x, or checks that Unpin refuses an unpinned x.
+func (m *pgModel) unpin(x *pgRun) error {
+	err := m.in.Unpin(x.Key)
+	if x.Pins == 0 {
+		if !errors.Is(err, pages.ErrNotPinned) || !errors.Is(err, pool.ErrInvalidArgument) {
+			return violationf(ErrContract, "Unpin of the unpinned run %v = %v, want pages.ErrNotPinned", x.Key, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return violationf(ErrContract, "Unpin of %v, pinned %d times: %v", x.Key, x.Pins, err)
+	}
+	m.Unpin(x)
+	return nil
+}
+
+// evict calls Evict(n) and checks what it evicted and returned.
+func (m *pgModel) evict(n int) error {
+	want, got := m.Evict(n)
+	mark := len(m.in.log.runs)
+	k, err := m.in.evict(n)
+	what := fmt.Sprintf("Evict(%d)", n)
+	if err != nil {
+		return violationf(ErrContract, "%s: %v", what, err)
+	}
+	if e := m.evictedAs(what, mark, want, true); e != nil {
+		return e
+	}
+	if k != got {
+		return violationf(ErrContract, "%s = %d, it evicted %d pages", what, k, got)
+	}
+	return nil
+}
+
+// refused checks that every call with r is refused with want, as a handle
+// error, and counts the refusals.
+func (m *pgModel) refused(what string, r pages.Run, want error) error {
+	in := m.in
+	_, pinsErr := in.Pins(r)
+	buf, bytesErr := in.Bytes(r)
+	_, _, spanErr := in.Span(r)
+	_, contErr := in.Content(r)
+	calls := [...]struct {
+		name string
+		err  error
+	}{
+		{"Pins", pinsErr}, {"Bytes", bytesErr}, {"Span", spanErr}, {"Content", contErr},
+		{"Pin", in.Pin(r)}, {"Unpin", in.Unpin(r)}, {"Free", in.Free(r)},
+	}
+	for _, c := range calls {
+		switch {
+		case c.err == nil:
+			return violationf(ErrAliased, "%s of %s (%v) was accepted", c.name, what, r)
+		case !errors.Is(c.err, want) || !errors.Is(c.err, pool.ErrInvalidHandle):
+			return violationf(ErrContract, "%s of %s (%v) = %v, want %v", c.name, what, r, c.err, want)
+		}
+	}
+	if buf != nil {
+		return violationf(ErrAliased, "Bytes of %s (%v) returned %d bytes with its error", what, r, len(buf))
+	}
+	m.Rejected += uint64(len(calls))
+	return nil
+}
+
+// refusedOnce makes one call with the stale run r, on path 0 to 3.
+func (m *pgModel) refusedOnce(path int, r pages.Run) error {
+	in := m.in
+	var err error
+	name := ""
+	switch path {
+	case 0:
+		name, err = "Free", in.Free(r)
+	case 1:
+		name, err = "Pin", in.Pin(r)
+	case 2:
+		name, err = "Unpin", in.Unpin(r)
+	default:
+		name = "Span"
+		_, _, err = in.Span(r)
+	}
+	if !errors.Is(err, pool.ErrStaleHandle) {
+		return violationf(ErrAliased, "%s of the stale run %v = %v, want pool.ErrStaleHandle", name, r, err)
+	}
+	m.Rejected++
+	return nil
+}
+
+// churn drives steps random operations through the model: allocations of
+// every content type, frees, pins, unpins, evictions and stale calls. after
+// runs after every step.
+func (m *pgModel) churn(r *pgCase, rng *rand.Rand, steps int, after func(step int) error) error {
+	for step := range steps {
+		if r.ctx.Err() != nil {
+			return violationf(ErrDeadlock, "step %d: stopped by the watchdog", step)
+		}
+		var err error
+		switch op := m.Next(rng); op.Kind {
+		case model.RegionAlloc:
+			_, err = m.alloc(op.N, pages.Content(op.C))
+		case model.RegionFree:
+			err = m.free(op.Run)
+		case model.RegionPin:
+			err = m.pin(op.Run)
+		case model.RegionUnpin:
+			err = m.unpin(op.Run)
+		case model.RegionEvict:
+			err = m.evict(op.N)
+		case model.RegionStale:
+			err = m.refusedOnce(op.Path, op.Key)
+		case model.RegionRead:
+			err = m.intact(op.Run)
+		}
+		if err == nil && after != nil {
+			err = after(step)
+		}
+		if err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+	}
+	return nil
+}
+
+// freeAll frees every live run.
+func (m *pgModel) freeAll() error {
+	for len(m.Live) > 0 {
+		if err := m.free(m.Live[len(m.Live)-1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,435 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/locus-go/locus/pages"
+	"github.com/locus-go/locus/pool"
+)
+
+func checkPagesAccounting(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	return m.churn(r, rand.New(rand.NewPCG(23, 24)), scaled(4000), func(int) error { return m.check("") })
+}
+
+// pageIdentities checks the identities of pages.Stats.
+func pageIdentities(st pages.Stats) error {
+	var runs, used int
+	var evictions uint64
+	for _, c := range st.Content {
+		runs += c.Runs
+		used += c.Pages
+		evictions += c.Evictions
+	}
+	switch {
+	case st.Used+st.Free != st.Pages:
+		return violationf(ErrAccounting, "Used %d + Free %d != Pages %d", st.Used, st.Free, st.Pages)
+	case st.Allocs-st.Frees-st.Evictions != uint64(st.Runs):
+		return violationf(ErrAccounting, "Allocs %d - Frees %d - Evictions %d != Runs %d", st.Allocs, st.Frees, st.Evictions, st.Runs)
+	case used != st.Used || runs != st.Runs:
+		return violationf(ErrAccounting, "the content types hold %d pages in %d runs; Used %d, Runs %d", used, runs, st.Used, st.Runs)
+	case evictions != st.Evictions || st.EvictedPages < st.Evictions:
+		return violationf(ErrAccounting, "the content types count %d evictions, Evictions %d, EvictedPages %d", evictions, st.Evictions, st.EvictedPages)
+	case st.Evictable > st.Used || st.LargestFree > st.Free || st.FreeRuns > st.Free || (st.Free > 0) != (st.LargestFree > 0) || (st.Free > 0) != (st.FreeRuns > 0):
+		return violationf(ErrAccounting, "Evictable %d, Used %d, Free %d, LargestFree %d, FreeRuns %d do not fit together", st.Evictable, st.Used, st.Free, st.LargestFree, st.FreeRuns)
+	case st.PinnedRuns > st.Runs || st.Pins < uint64(st.PinnedRuns):
+		return violationf(ErrAccounting, "Pins %d, PinnedRuns %d, Runs %d do not fit together", st.Pins, st.PinnedRuns, st.Runs)
+	}
+	return nil
+}
+
+// pagesNotBehind checks that st, read after prev, went back on no counter
+// and changed no constant.
+func pagesNotBehind(prev, st pages.Stats) error {
+	if st.PageSize != prev.PageSize || st.Pages != prev.Pages || st.Fit != prev.Fit {
+		return violationf(ErrAccounting, "PageSize, Pages or Fit changed: %d %d %v, then %d %d %v", prev.PageSize, prev.Pages, prev.Fit, st.PageSize, st.Pages, st.Fit)
+	}
+	if st.Allocs < prev.Allocs || st.Frees < prev.Frees || st.Evictions < prev.Evictions || st.EvictedPages < prev.EvictedPages ||
+		st.Failed < prev.Failed || st.Rejected < prev.Rejected {
+		return violationf(ErrAccounting, "a counter went back: %+v, then %+v", prev, st)
+	}
+	for c := range st.Content {
+		if st.Content[c].Evictions < prev.Content[c].Evictions {
+			return violationf(ErrAccounting, "content %d's evictions went back from %d to %d", c, prev.Content[c].Evictions, st.Content[c].Evictions)
+		}
+	}
+	return nil
+}
+
+// checkPagesSnapshotFresh: an owner that never calls Stats keeps a scraper
+// fresh. The owner changes the accounting (k allocations, or k frees)
+// without calling Stats; a Snapshot asked for later, past the freshness
+// window of the last publication, gets the change once the owner calls
+// serve ("Alloc": allocations only, "Free": frees only, each while it can;
+// else the other). The owner publishes at those calls when a reader asked,
+// not only at Stats or Close.
+func checkPagesSnapshotFresh(ctx context.Context, m *pgModel, serve string) error {
+	in := m.in
+	const k = 3
+	var runs []*pgRun
+	alloc := func() error {
+		x, err := m.alloc(1, weights)
+		if err == nil && x == nil {
+			err = violationf(ErrContract, "Alloc of one page failed with %d of %d pages in use", m.Used, m.Pages)
+		}
+		if err != nil {
+			return err
+		}
+		runs = append(runs, x)
+		return nil
+	}
+	before := in.Stats() // publishes
+	for range k {
+		if err := alloc(); err != nil {
+			return err
+		}
+	}
+	counter := func(st pages.Stats) uint64 { return st.Allocs }
+	if serve == "Free" {
+		// Allocate the runs the owner frees while the scraper waits, then
+		// change the accounting by frees only.
+		for len(runs) < m.Pages/2 {
+			if err := alloc(); err != nil {
+				return err
+			}
+		}
+		before = in.Stats() // publishes
+		for _, x := range runs[:k] {
+			if err := m.free(x); err != nil {
+				return err
+			}
+		}
+		runs = runs[k:]
+		counter = func(st pages.Stats) uint64 { return st.Frees }
+	}
+	time.Sleep(5 * time.Millisecond) // the Stats publication is no longer fresh
+	got := make(chan pages.Stats, 1)
+	go func() { got <- in.Snapshot() }()
+	var st pages.Stats
+wait:
+	for calls := 0; ; calls++ {
+		select {
+		case st = <-got:
+			break wait
+		case <-ctx.Done():
+			return violationf(ErrDeadlock, "Snapshot did not return while the owner called %s", serve)
+		default:
+		}
+		if len(runs) > 0 && (serve == "Free" || !m.Fits(1)) {
+			if err := m.free(runs[len(runs)-1]); err != nil {
+				return err
+			}
+			runs = runs[:len(runs)-1]
+		} else if err := alloc(); err != nil {
+			return err
+		}
+		// Sleep, not spin, between calls: under testing/synctest the
+		// clock, and with it a Snapshot's deadline, moves only while
+		// every goroutine waits.
+		time.Sleep(50 * time.Microsecond)
+	}
+	if err := pageIdentities(st); err != nil {
+		return fmt.Errorf("a Snapshot served by %s: %w", serve, err)
+	}
+	if counter(st) < counter(before)+k {
+		return violationf(ErrAccounting, "a Snapshot asked for while the owner only called %s, after %d calls of %s that no Stats followed, says %d of them, want %d or more: the owner does not publish at %s when asked (a scraper of an owner that never calls Stats is stale forever)",
+			serve, k, serve, counter(st), counter(before)+k, serve)
+	}
+	for _, x := range runs {
+		if err := m.free(x); err != nil {
+			return err
+		}
+	}
+	return m.check("after the freshness check")
+}
+
+func checkPagesSnapshot(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	in, ctx := m.in, r.ctx
+	if err := pageIdentities(in.Snapshot()); err != nil {
+		return fmt.Errorf("the first snapshot: %w", err)
+	}
+	for _, serve := range []string{"Alloc", "Free"} {
+		if err := checkPagesSnapshotFresh(ctx, m, serve); err != nil {
+			return err
+		}
+	}
+	quit := make(chan struct{})
+	var snaps atomic.Int64
+	var scrape crew
+	scrape.Go(func() error {
+		prev := in.Snapshot()
+		var first error // kept, so that the report does not depend on timing
+		for {
+			select {
+			case <-quit:
+				return first
+			case <-ctx.Done():
+				return first
+			default:
+			}
+			st := in.Snapshot()
+			snaps.Add(1)
+			err := pageIdentities(st)
+			if err == nil {
+				err = pagesNotBehind(prev, st)
+			}
+			if err != nil && first == nil {
+				first = fmt.Errorf("snapshot %d: %w", snaps.Load(), err)
+			}
+			prev = st
+			if snaps.Load()%64 == 0 {
+				var b backoff
+				b.n = spinYields // sleep a little: the owner needs the core
+				b.wait(ctx)
+			}
+		}
+	})
+	err = m.churn(r, rand.New(rand.NewPCG(25, 26)), scaled(3000), func(step int) error {
+		if step%4 != 0 {
+			return nil
+		}
+		// The owner's own read, right after Stats published: the same.
+		if st, snap := in.Stats(), in.Snapshot(); st != snap {
+			return violationf(ErrAccounting, "Snapshot right after Stats differs from it: %s", fieldDiff(snap, st))
+		}
+		return m.check("")
+	})
+	close(quit)
+	if err := errors.Join(err, scrape.wait(ctx, "scrapers")); err != nil {
+		return err
+	}
+	if st, snap := in.Stats(), in.Snapshot(); st != snap {
+		return violationf(ErrAccounting, "Snapshot right after Stats differs from it: %s", fieldDiff(snap, st))
+	}
+	return nil
+}
+
+func checkPagesClose(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	in := m.in
+	rng := rand.New(rand.NewPCG(27, 28))
+	if err := m.churn(r, rng, 200, nil); err != nil {
+		return err
+	}
+	x, err := m.alloc(1, kvCache)
+	if err != nil {
+		return err
+	}
+	var live pages.Run
+	if x != nil {
+		live = x.Key
+	} else {
+		live = m.Live[0].Key
+	}
+	in.Stats() // publishes; the change below must be published by Close
+	if len(m.Live) > 1 {
+		other := m.Live[0]
+		if other.Key == live {
+			other = m.Live[1]
+		}
+		err = m.free(other)
+	} else {
+		_, err = m.alloc(1, weights)
+	}
+	if err != nil {
+		return err
+	}
+	final := m.want()
+	if err := in.Close(); err != nil {
+		return violationf(ErrContract, "Close: %v", err)
+	}
+	_, allocErr := in.alloc(1, weights)
+	_, evictErr := in.evict(1)
+	_, pinsErr := in.Pins(live)
+	_, bytesErr := in.Bytes(live)
+	_, _, spanErr := in.Span(live)
+	_, contErr := in.Content(live)
+	for _, c := range [...]struct {
+		name string
+		err  error
+	}{
+		{"Alloc", allocErr}, {"Evict", evictErr}, {"Pins", pinsErr}, {"Bytes", bytesErr}, {"Span", spanErr},
+		{"Content", contErr}, {"Free", in.Free(live)}, {"Pin", in.Pin(live)}, {"Unpin", in.Unpin(live)},
+		{"Free of the zero run", in.Free(pages.Run{})}, {"Close", in.Close()},
+	} {
+		if !errors.Is(c.err, pool.ErrClosed) {
+			return violationf(ErrContract, "%s after Close = %v, want pool.ErrClosed", c.name, c.err)
+		}
+	}
+	if st := in.Stats(); st != final {
+		return violationf(ErrAccounting, "Stats after Close differs from Stats at Close: %s", fieldDiff(st, final))
+	}
+	if snap := in.Snapshot(); snap != final {
+		return violationf(ErrAccounting, "Snapshot after Close differs from Stats at Close: %s", fieldDiff(snap, final))
+	}
+	return nil
+}
+
+func checkPagesAllocs(r *pgCase) error {
+	m, err := newModel(r)
+	if err != nil {
+		return err
+	}
+	in := m.in
+	keep, err := m.alloc(3, kvCache)
+	if err != nil || keep == nil {
+		return errors.Join(err, violationf(ErrContract, "Alloc(3) on an empty region failed"))
+	}
+	stale, err := m.alloc(2, kvCache)
+	if err != nil || stale == nil {
+		return errors.Join(err, violationf(ErrContract, "Alloc(2) failed"))
+	}
+	if err := m.free(stale); err != nil {
+		return err
+	}
+	// Owner calls on a region with room.
+	for _, c := range []struct {
+		name string
+		op   func() error
+	}{
+		{"Alloc+Free", func() error {
+			r, err := in.alloc(5, kvCache)
+			if err != nil {
+				return contractErr("Alloc", err)
+			}
+			return contractErr("Free", in.Free(r))
+		}},
+		{"Pin+Unpin", func() error {
+			if err := in.Pin(keep.Key); err != nil {
+				return contractErr("Pin", err)
+			}
+			return contractErr("Unpin", in.Unpin(keep.Key))
+		}},
+		{"Pins+Bytes+Span+Content", func() error {
+			_, e1 := in.Pins(keep.Key)
+			_, e2 := in.Bytes(keep.Key)
+			_, _, e3 := in.Span(keep.Key)
+			_, e4 := in.Content(keep.Key)
+			return contractErr("a read of a live run", errors.Join(e1, e2, e3, e4))
+		}},
+		{"a rejected Free", func() error {
+			if err := in.Free(stale.Key); !errors.Is(err, pool.ErrStaleHandle) {
+				return violationf(ErrContract, "Free of a stale run = %v", err)
+			}
+			return nil
+		}},
+		{"Stats and Snapshot", func() error {
+			in.Stats()
+			in.Snapshot()
+			return nil
+		}},
+	} {
+		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
+			return err
+		}
+	}
+	// Evictions: the rest of the region in one unpinned run, evicted by
+	// each Alloc of its length, or by Evict.
+	if _, err := m.alloc(m.Pages-3, kvCache); err != nil {
+		return err
+	}
+	log := in.log
+	again := func() error {
+		r, err := in.alloc(m.Pages-3, kvCache)
+		if err != nil {
+			return contractErr("Alloc of the evictable rest of the region", err)
+		}
+		if len(log.runs) != 1 {
+			return violationf(ErrContract, "making room for %d pages evicted %d runs, want the one run there", m.Pages-3, len(log.runs))
+		}
+		log.runs, log.conts = log.runs[:0], log.conts[:0]
+		return contractErr("Unpin", in.Unpin(r))
+	}
+	if err := in.Unpin(m.Live[len(m.Live)-1].Key); err != nil {
+		return contractErr("Unpin", err)
+	}
+	log.runs, log.conts = log.runs[:0], log.conts[:0]
+	for _, c := range []struct {
+		name string
+		op   func() error
+	}{
+		{"an Alloc that evicts", again},
+		{"Evict", func() error {
+			if n, err := in.evict(1); n != m.Pages-3 || err != nil {
+				return violationf(ErrContract, "Evict(1) with one unpinned run of %d pages = %d, %v", m.Pages-3, n, err)
+			}
+			log.runs, log.conts = log.runs[:0], log.conts[:0]
+			r, err := in.alloc(m.Pages-3, kvCache)
+			if err != nil {
+				return contractErr("Alloc", err)
+			}
+			return contractErr("Unpin", in.Unpin(r))
+		}},
+	} {
+		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
+			return err
+		}
+	}
+	// The same with the rest of the region in three unpinned runs: each
+	// Alloc of its length, or Evict, evicts all three.
+	rest := m.Pages - 3
+	if n, err := in.evict(rest); n != rest || err != nil {
+		return violationf(ErrContract, "Evict(%d) with one unpinned run of %d pages = %d, %v", rest, rest, n, err)
+	}
+	thirds := [3]int{rest / 3, rest / 3, rest - 2*(rest/3)}
+	refill := func() error {
+		log.runs, log.conts = log.runs[:0], log.conts[:0]
+		for _, n := range thirds {
+			r, err := in.alloc(n, kvCache)
+			if err != nil {
+				return contractErr("Alloc", err)
+			}
+			if err := in.Unpin(r); err != nil {
+				return contractErr("Unpin", err)
+			}
+		}
+		return nil
+	}
+	if err := refill(); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		op   func() error
+	}{
+		{"an Alloc that evicts three runs", func() error {
+			r, err := in.alloc(rest, kvCache)
+			if err != nil {
+				return contractErr("Alloc of the evictable rest of the region", err)
+			}
+			if len(log.runs) != 3 {
+				return violationf(ErrContract, "making room for %d pages in three unpinned runs of %v pages evicted %d runs", rest, thirds, len(log.runs))
+			}
+			if err := in.Free(r); err != nil {
+				return contractErr("Free", err)
+			}
+			return refill()
+		}},
+		{"Evict of three runs", func() error {
+			if n, err := in.evict(rest); n != rest || err != nil {
+				return violationf(ErrContract, "Evict(%d) with three unpinned runs of %v pages = %d, %v", rest, thirds, n, err)
+			}
+			return refill()
+		}},
+	} {
+		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
