@@ -49,6 +49,11 @@ var (
 // a new write sees the header change after it. Go's compiler keeps the
 // header loads on their side of the copy (a memmove call).
 //
+// The owner never changes the file's size once it is written, and a
+// peer relies on that: a file truncated under a peer by something else
+// faults its reads (SIGBUS), as it would any mapping of it. Removing the
+// file is safe: the peer keeps reading the rows it mapped.
+//
 // Choose a Peer for a sidecar, a transfer agent or a second engine on the
 // same machine reading what the owner's engine offloaded; for readers on
 // other machines use tier/redis. A Peer belongs to one goroutine at a
