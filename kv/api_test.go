@@ -237,3 +237,36 @@ func TestReexportedErrors(t *testing.T) {
 	_, _, err = m.Admit(span(0, 10), kv.Key{})
 	require.ErrorIs(t, err, kv.ErrClosed)
 }
+
+// TestGroupsSequenceErrors: Groups say why they reject an id as a
+// Manager does, and their block tables are copies too.
+func TestGroupsSequenceErrors(t *testing.T) {
+	g := hybrid(t, 16, "full", "state")
+	id, _, err := g.Admit(span(0, 40), kv.Key{})
+	require.NoError(t, err)
+	want, err := g.Blocks(id, 0)
+	require.NoError(t, err)
+	got, _ := g.Blocks(id, 0)
+	got[0] = pool.Handle{}
+	again, _ := g.Blocks(id, 0)
+	require.Equal(t, want, again, "editing the copy leaves the table")
+	dst, err := g.AppendBlocks(make([]pool.Handle, 0, 8), id, 1)
+	require.NoError(t, err)
+	require.Len(t, dst, 1, "a state group's table is its one state block")
+
+	released, _, err := g.Admit(span(100, 120), kv.Key{})
+	require.NoError(t, err)
+	require.NoError(t, g.Release(released))
+	mid, _ := admit(t, newManager(t, 8), span(0, 5), kv.Key{})
+	for _, c := range []struct {
+		id   kv.SeqID
+		want error
+	}{{kv.SeqID{}, kv.ErrUnknownSequence}, {released, kv.ErrStaleSequence}, {mid, kv.ErrForeignSequence}} {
+		_, err := g.Tokens(c.id)
+		require.ErrorIs(t, err, c.want)
+		require.ErrorIs(t, g.Release(c.id), c.want)
+		_, err = g.AppendBlocks(nil, c.id, 0)
+		require.ErrorIs(t, err, c.want)
+		require.ErrorIs(t, err, kv.ErrInvalidSequence)
+	}
+}
