@@ -6,7 +6,12 @@
 //   - warm: a copy in a host-memory region (WithWarm), exact, or int8 with
 //     absmax scales (WithQuantization), dequantized on promotion: about
 //     half the bytes stored and moved. No engine in the field keeps one.
-//   - cold: the adapter's Loader (a file, an io.ReaderAt, a callback).
+//   - cold: the adapter's Loader (a file, an io.ReaderAt, a callback), and
+//     optionally a cold tier in front of it (WithCold): a tier.Manager,
+//     typically over tier/disk (a preallocated file of checksummed slots),
+//     holding copies of the adapters that left the hot and warm tiers,
+//     admitted by how often their Loader was read. No engine in the field
+//     has a disk tier for adapters with admission either.
 //
 // # Use
 //
@@ -15,7 +20,7 @@
 //	h, err := m.Acquire("sql-lora") // hot and pinned while h is held
 //	w, err := m.Bytes(h)           // the weights: one contiguous run
 //	err = m.Release(h)             // or a worker's Releaser.Release(h)
-//	done, err := m.Drain(nil)      // once per step: releases, prefetch completions
+//	done, err := m.Drain(nil)      // once per step: releases, prefetch completions, cold-tier copies
 //	err = m.Tick()                 // once per step: pins, idle demotion, compression, promotion
 //
 // A Batcher forms batches of requests that mix adapters (at most
@@ -45,6 +50,26 @@
 // warm copy if one can be made without dropping a warm copy that ranks
 // above it, and goes cold otherwise.
 //
+// Cold tier and admission (WithCold): an adapter is admitted once it has
+// been loaded from its Loader at least admitAfter times (the field's SSD
+// tiers admit at 2), and is stored when it goes cold: when its last copy
+// leaves (the warm copy is dropped for room, or the hot run goes with no
+// warm copy made). Its bytes go exactly as they leave (exact weights, or
+// the warm tier's int8 encoding) as ceil(len/BlockSize) blocks, under keys
+// that name the registration (tier.KeyOf of a hash of the Manager, the
+// registration and the id; block i in group i): an id registered again
+// never meets its old blocks, which Unregister removes. The owner copies
+// the bytes once into a staging buffer; the tier's workers write them,
+// and Drain (and Tick) run the tier's Drain to apply the completions. A
+// load of an adapter neither hot nor warm reads the cold tier if every
+// block is a HIT there, else the Loader; a load that fails (a torn or
+// corrupt slot, which the tier's checksums catch and drop) falls back to
+// the Loader and forgets the copy: wrong bytes are never served. A tier
+// that evicts one block of a copy loses the whole copy (its other blocks
+// are removed). An adapter of more blocks than the tier holds is never
+// admitted. Stats counts the loads from the tier and from the Loader, the
+// stores, rejections, failures and evictions.
+//
 // Promotion window: an adapter acquired at least 10 times within 60 s
 // (WithPromotion) is hot-worthy: it ranks above every adapter that is
 // not, Tick never demotes it for idleness and prefetches it back if it
@@ -68,7 +93,10 @@
 // and report through a second mailbox. Happens-before: the owner's writes
 // to a prefetch task happen before the worker reads it (channel send);
 // the worker's copy into the hot run happens before its mailbox Send,
-// which happens before the Drain that applies it; a Releaser's Release
+// which happens before the Drain that applies it (a load from the cold
+// tier runs first on the tier's workers, whose writes happen before the
+// tier's Drain, run by the owner, which then hands the Prefetch on to a
+// copy worker: the staged bytes, or the Loader if the tier failed); a Releaser's Release
 // happens before the Drain that applies it. While a prefetch is in flight
 // its run is pinned and has no handle, and the warm copy it reads cannot
 // be dropped or compressed (a busy count), so no byte is read while it is

@@ -2,10 +2,14 @@ package adapters_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/locus-go/locus/adapters"
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/pages"
+	"github.com/locus-go/locus/tier"
+	"github.com/locus-go/locus/tier/disk"
 )
 
 // One pages region holds the KV cache and the adapters; an acquired
@@ -82,4 +86,55 @@ func ExampleBatcher() {
 	// Output:
 	// [c b] 5 requests, 2 loads
 	// [a] 1 requests, 0 hits
+}
+
+// A disk cold tier: an adapter loaded from its Loader twice is admitted,
+// stored as blocks of a preallocated file of checksummed slots when it
+// goes cold (the copy runs on the tier's workers, applied by Drain), and
+// its next load reads the file instead of the Loader.
+func Example_coldTier() {
+	dir, _ := os.MkdirTemp("", "adapters-example")
+	defer os.RemoveAll(dir)
+	d, err := disk.Open(filepath.Join(dir, "adapters.tier"), 64<<10, 64) // 64 blocks of 64 KiB
+	if err != nil {
+		panic(err)
+	}
+	cold, err := tier.New(d)
+	if err != nil {
+		panic(err)
+	}
+	defer cold.Close() // after the Manager
+
+	b, _ := heap.New(64*4096, 1)
+	hot, _ := pages.New(b, 4096, pages.WithContentTypes(pages.ContentType{Name: "adapter"}))
+	defer hot.Close()
+	m, err := adapters.New(hot, 0, adapters.WithHotBudget(1, 0), adapters.WithCold(cold, 2))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	loads := 0 // of the Loader: a slow remote store, say
+	for _, id := range []string{"a", "b"} {
+		l, _ := adapters.Func(100_000, func(dst []byte) (int, error) { loads++; return len(dst), nil })
+		_ = m.Register(id, l)
+	}
+	use := func(id string) {
+		h, _ := m.Acquire(id) // the other one goes cold
+		_ = m.Release(h)
+	}
+	for _, id := range []string{"a", "b", "a", "b"} { // a goes cold twice: admitted the second time
+		use(id)
+	}
+	for m.Stats().ColdStoring > 0 {
+		_, _ = m.Drain(nil) // once per step in an engine
+	}
+	st := m.Stats()
+	fmt.Println("rejected", st.ColdTierRejected, "stored", st.ColdTierStores, "in", st.ColdTier.Pages, "blocks")
+	use("a") // b goes cold: stored too
+	st = m.Stats()
+	fmt.Println("loads: from the Loader", loads, "from the cold tier", st.ColdTierLoads)
+	// Output:
+	// rejected 2 stored 1 in 2 blocks
+	// loads: from the Loader 4 from the cold tier 1
 }

@@ -15,7 +15,8 @@ import (
 // a time per adapter.
 //
 // Use File, ReaderAt or Func; implement Loader for another source (an
-// object store, a tier/disk slot).
+// object store). To keep local copies of adapters whose Loader is slow, put
+// a cold tier in front of it (WithCold) rather than a Loader over a tier.
 type Loader interface {
 	// Size is the adapter's size in bytes; it must not change.
 	Size() int64

@@ -74,6 +74,11 @@ type adapter struct {
 	loaded  int64
 	since   int64 // when the warm copy was made
 
+	loads   uint32 // loads through the Loader (saturating): the cold tier's admission
+	cold    uint8  // its copy in the cold tier: coldNone, coldStoring, coldStored
+	coldQ   bool   // the cold copy is int8
+	coldLen int    // the cold copy's bytes
+
 	pos [nIndexes]uint32 // its position in each index, plus one; 0: absent
 }
 
@@ -101,6 +106,7 @@ type Manager struct {
 	content pages.Content
 	page    int
 	warm    *pages.Pool // nil without a warm tier
+	cold    *coldState  // nil without a cold tier (WithCold)
 	epoch   time.Time
 	last    int64 // the latest clock reading, since the epoch: time never goes back
 	closed  bool
@@ -196,6 +202,9 @@ func New(hot *pages.Pool, c pages.Content, opts ...Option) (*Manager, error) {
 		}
 		m.warm = w
 	}
+	if cfg.cold != nil {
+		m.cold = newColdState(cfg.cold)
+	}
 	m.relSink = pool.NewSink(m.applyReleases)
 	m.doneSink = pool.NewSink(m.complete)
 	for range cfg.workers {
@@ -279,9 +288,11 @@ func (m *Manager) Register(id string, l Loader) error {
 	return nil
 }
 
-// Unregister removes an adapter and frees its hot run and warm copy. It
-// fails with ErrBusy while the adapter is held or loading (pins are
-// dropped with it) and with ErrUnknown for an id not registered.
+// Unregister removes an adapter and frees its hot run and warm copy, and
+// removes its copy from the cold tier (WithCold; a copy still being stored
+// is removed once its store completes, at a Drain). It fails with ErrBusy
+// while the adapter is held or loading (pins are dropped with it) and with
+// ErrUnknown for an id not registered.
 func (m *Manager) Unregister(id string) error {
 	idx, err := m.lookup(id)
 	if err != nil {
@@ -299,7 +310,11 @@ func (m *Manager) Unregister(id string) error {
 		m.dropHot(idx, true)
 	}
 	if !a.warm.IsZero() {
-		m.dropWarm(idx)
+		m.dropWarm(idx, false)
+	}
+	if m.cold != nil {
+		m.dropCold(idx)
+		a.cold = coldNone // a store in flight: its completion removes it
 	}
 	delete(m.byID, id)
 	a.gen++
@@ -558,14 +573,17 @@ func (m *Manager) residency(a *adapter) Residency {
 	return Cold
 }
 
-// Close stops the copy workers (waiting for the copies in flight), frees
-// every hot run back to the pages pool and releases the warm region.
+// Close stops the copy workers (waiting for the copies in flight, the cold
+// tier's included), frees every hot run back to the pages pool and
+// releases the warm region. It leaves the cold tier's tier.Manager open,
+// with the copies stored in it: the caller closes it after the Manager.
 // Handles die with it; releasers fail with pool.ErrClosed. Later calls of
 // every method, Close included, return pool.ErrClosed.
 func (m *Manager) Close() error {
 	if !m.ok() {
 		return errClosed
 	}
+	m.waitCold()
 	m.stopWorkers()
 	m.pub.Seal(m.Stats()) // the counts as they stood at Close, for Snapshot
 	m.closed = true

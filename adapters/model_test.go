@@ -12,6 +12,7 @@ import (
 
 	"github.com/locus-go/locus/adapters"
 	"github.com/locus-go/locus/pages"
+	"github.com/locus-go/locus/tier"
 )
 
 // model is the obviously correct reference for the residency state
@@ -36,10 +37,21 @@ var policies = []adapters.Policy{adapters.Window{}, adapters.LRU{}, adapters.FIF
 // model, and checks after every step that they agree: results and errors,
 // held and pinned adapters hot with their weights intact, exact accounting
 // (Check), and a failed load only when nothing could be demoted.
-func runModel(t *testing.T, ops []byte, policy adapters.Policy) {
+//
+// With a cold tier (cold, admitting after admit Loader loads) the same
+// properties hold, the tier's own accounting too (tier.Manager.Check), and
+// Check ties the Manager's cold copies to the tier's blocks.
+func runModel(t *testing.T, ops []byte, policy adapters.Policy, cold *tier.Manager, admit int, noWarm bool) {
 	const slots = 4
-	f := newFixture(t, 48, adapters.WithHotBudget(slots, 0), adapters.WithWarm(16*pageSize, 3, pageSize),
-		adapters.WithPromotion(3, 20*time.Second, 15*time.Second), adapters.WithMaxPin(time.Minute), adapters.WithPolicy(policy))
+	opts := []adapters.Option{adapters.WithHotBudget(slots, 0),
+		adapters.WithPromotion(3, 20*time.Second, 15*time.Second), adapters.WithMaxPin(time.Minute), adapters.WithPolicy(policy)}
+	if !noWarm {
+		opts = append(opts, adapters.WithWarm(16*pageSize, 3, pageSize))
+	}
+	if cold != nil {
+		opts = append(opts, adapters.WithCold(cold, admit))
+	}
+	f := newFixture(t, 48, opts...)
 	rel, err := f.m.NewReleaser()
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +233,15 @@ func runModel(t *testing.T, ops []byte, policy adapters.Policy) {
 		if err := f.m.Check(); err != nil {
 			t.Fatalf("%s: %v", desc, err)
 		}
+		if cold != nil {
+			if err := cold.Check(); err != nil {
+				t.Fatalf("%s: the cold tier: %v", desc, err)
+			}
+		}
 		s := f.m.Stats()
+		if s.ColdTier.Adapters > s.Registered || (cold == nil && s.ColdTierStores+s.ColdTierLoads != 0) {
+			t.Fatalf("%s: cold tier counts %+v", desc, s)
+		}
 		if s.Registered != len(md.size) || s.Leases != len(md.live) || s.Hot.Adapters > slots || s.Warm.Adapters > 3 {
 			t.Fatalf("%s: stats %+v, model %d registered %d handles", desc, s, len(md.size), len(md.live))
 		}
@@ -268,10 +288,62 @@ func TestModel(t *testing.T) {
 		for i := range ops {
 			ops[i] = byte(rng.Uint32())
 		}
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, ops, policies[seed%len(policies)]) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, ops, policies[seed%len(policies)], nil, 0, false) })
 		if seed == 0 {
 			t.Logf("seed 0 ends with %+v", coverage[0])
 		}
+	}
+}
+
+// coldGeometries are the cold tiers the model runs over, one per seed in
+// turn: blocks of a page, blocks that do not divide the pages (a last block
+// that overhangs the hot run), blocks larger than most adapters; tiers
+// that hold a few adapters (evictions) or many; on disk or in host memory.
+// Every third seed runs without a warm tier: hot adapters then go straight
+// to cold.
+var coldGeometries = []struct {
+	disk      bool
+	bs, slots int
+	admit     int
+}{
+	{true, pageSize, 12, 1},
+	{false, 3000, 20, 2},
+	{true, 5000, 6, 1},
+	{false, 1024, 40, 1},
+	{true, 30000, 3, 2},
+}
+
+// TestModelCold runs the model with a cold tier under the warm one: every
+// load from the tier is checked byte for byte (the held adapters' weights),
+// and the Manager's cold copies against the tier's blocks after every step.
+func TestModelCold(t *testing.T) {
+	seeds := 100
+	if testing.Short() {
+		seeds = 10
+	}
+	var total adapters.Stats
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 77))
+		ops := make([]byte, 600)
+		for i := range ops {
+			ops[i] = byte(rng.Uint32())
+		}
+		g := coldGeometries[seed%len(coldGeometries)]
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			tm, _ := coldTier(t, g.disk, g.bs, g.slots)
+			runModel(t, ops, policies[seed%len(policies)], tm, g.admit, seed%3 == 0)
+		})
+		s := coverage[0]
+		total.ColdTierLoads += s.ColdTierLoads
+		total.ColdTierStores += s.ColdTierStores
+		total.ColdTierRejected += s.ColdTierRejected
+		total.ColdTierEvictions += s.ColdTierEvictions
+		total.ColdTierSkipped += s.ColdTierSkipped
+	}
+	t.Logf("over %d seeds: %d cold-tier loads, %d stores, %d rejected, %d evictions, %d skipped", seeds,
+		total.ColdTierLoads, total.ColdTierStores, total.ColdTierRejected, total.ColdTierEvictions, total.ColdTierSkipped)
+	if total.ColdTierLoads == 0 || total.ColdTierEvictions == 0 || total.ColdTierRejected == 0 {
+		t.Errorf("the model did not reach every cold-tier path: %+v", total)
 	}
 }
 
@@ -284,6 +356,11 @@ func FuzzModel(f *testing.F) {
 		if len(ops) > 4096 {
 			return
 		}
-		runModel(t, ops, policies[len(ops)%len(policies)])
+		var cold *tier.Manager
+		if len(ops)%2 == 1 { // half the inputs run over a cold tier in host memory
+			g := coldGeometries[1]
+			cold, _ = coldTier(t, false, g.bs, g.slots)
+		}
+		runModel(t, ops, policies[len(ops)%len(policies)], cold, 1, len(ops)%3 == 0)
 	})
 }

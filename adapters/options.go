@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/locus-go/locus/internal/typednil"
+	"github.com/locus-go/locus/tier"
 )
 
 // The defaults of a Manager, from ADR-006 and the field.
@@ -47,6 +48,8 @@ type config struct {
 	policy        Policy
 	workers       int
 	inflight      int
+	cold          *tier.Manager
+	admitAfter    int
 }
 
 func defaults() config {

@@ -13,16 +13,30 @@ import (
 // So the channel orders the owner's writes before the worker's reads, and
 // the mailbox (Send's CAS, Drain's Swap) the worker's writes before the
 // owner's reads.
+//
+// A load from the cold tier first runs as tier jobs, applied by the
+// owner's drainCold, which then sends the task on: the tier's Drain orders
+// the tier workers' writes before it, the channel before this worker.
 type task struct {
 	seq    uint64
 	idx    uint32
-	dst    []byte // the adapter's hot run: pinned, and no handle exists while it loads
-	src    []byte // the warm copy (nil: read the loader): warmBusy keeps it
+	from   uint8  // fromWarm, fromCold or fromLoader
+	dst    []byte // the adapter's hot run (or its tail): pinned, and no handle exists while it loads
+	src    []byte // what to copy or decode into dst: the warm copy (warmBusy keeps it) or the cold tier's staged bytes
 	quant  bool
 	q      Quant
 	loader Loader
+	stage  []byte // the cold tier's staging buffer, given back at completion
+	moved  int    // bytes read from the cold tier
 	err    error
 }
+
+// Where a task loads from.
+const (
+	fromLoader uint8 = iota
+	fromWarm
+	fromCold
+)
 
 // Done reports one finished Prefetch, returned by Drain.
 type Done struct {
@@ -72,18 +86,28 @@ func (m *Manager) prefetch(idx uint32, now int64, limit float64) error {
 	}
 	m.seq++
 	t := &task{seq: m.seq, idx: idx, dst: buf[:a.size], loader: a.loader}
-	if !a.warm.IsZero() {
+	queued := false
+	switch {
+	case !a.warm.IsZero():
 		wb, _ := m.warm.Bytes(a.warm)
-		t.src, t.quant, t.q = wb[:a.warmLen], a.warmQ, m.cfg.quant
+		t.from, t.src, t.quant, t.q = fromWarm, wb[:a.warmLen], a.warmQ, m.cfg.quant
 		a.warmBusy++
+	case m.coldLoadable(idx):
+		// The tier's jobs run first; drainCold sends the task on.
+		if _, err := m.startColdLoad(idx, buf, t); err == nil {
+			t.from, queued = fromCold, true
+		}
 	}
+	a = &m.ads[idx]
 	m.setHot(idx, r, now)
 	m.c.promotions-- // counted when the load completes
 	a.task = t
 	m.inflight++
 	m.c.prefetches++
 	m.reindex(idx, now)
-	m.tasks <- t // never blocks: at most inflight tasks, the channel's capacity
+	if !queued {
+		m.tasks <- t // never blocks: at most inflight tasks, the channel's capacity
+	}
 	return nil
 }
 
@@ -108,12 +132,12 @@ func (m *Manager) worker(p pool.Producer) {
 			t = next
 		}
 		switch {
-		case t.src != nil && t.quant:
-			t.err = t.q.Decode(t.dst, t.src)
-		case t.src != nil:
-			copy(t.dst, t.src)
-		default:
+		case t.from == fromLoader:
 			t.err = load(t.loader, t.dst)
+		case t.quant:
+			t.err = t.q.Decode(t.dst, t.src)
+		default:
+			copy(t.dst, t.src)
 		}
 		out[0] = encode(t.seq, t.idx, 0)
 		_ = p.Send(out[:]) // fails only once Close has stopped the workers
@@ -121,10 +145,12 @@ func (m *Manager) worker(p pool.Producer) {
 }
 
 // Drain applies what other goroutines sent since the last Drain: the
-// releases of every Releaser, and the completions of Prefetch copies, one
+// releases of every Releaser, the cold tier's finished copies (WithCold:
+// it runs the tier's Drain; stores become loadable copies, a load from the
+// tier hands its Prefetch on), and the completions of Prefetch copies, one
 // Done per finished prefetch appended to dst; and it publishes Stats when
-// a Snapshot asked since the last publication (one atomic load if not). It never waits. Call it once
-// per scheduling step. Its error is the first rejected release, if any
+// a Snapshot asked since the last publication (one atomic load if not).
+// It never waits. Call it once per scheduling step. Its error is the first rejected release, if any
 // (each is counted in Stats.RejectedReleases and changed nothing).
 func (m *Manager) Drain(dst []Done) ([]Done, error) {
 	if !m.ok() {
@@ -132,6 +158,7 @@ func (m *Manager) Drain(dst []Done) ([]Done, error) {
 	}
 	m.out, m.drainE = dst, nil
 	m.rel.Drain(m.relSink)
+	m.drainCold()
 	m.done.Drain(m.doneSink)
 	dst, m.out = m.out, nil
 	err := m.drainE
@@ -167,8 +194,12 @@ func (m *Manager) complete(chunk []pool.Handle) {
 		t := a.task
 		a.task = nil
 		m.inflight--
-		if t.src != nil {
+		if t.from == fromWarm {
 			a.warmBusy--
+		}
+		if t.stage != nil {
+			m.cold.putStage(t.stage)
+			t.stage = nil
 		}
 		if t.err != nil {
 			m.dropHot(idx, true)
@@ -176,12 +207,17 @@ func (m *Manager) complete(chunk []pool.Handle) {
 			m.out = append(m.out, Done{ID: a.id, Err: t.err})
 			continue
 		}
-		if t.src != nil {
+		switch t.from {
+		case fromWarm:
 			m.c.warmLoads++
 			m.c.bytesMoved += uint64(len(t.src))
-		} else {
+		case fromCold:
+			m.c.coldTierLoads++
+			m.c.bytesMoved += uint64(t.moved)
+		default:
 			m.c.coldLoads++
 			m.c.bytesMoved += uint64(a.size)
+			a.loads = addLoad(a.loads)
 		}
 		a.loaded = now
 		m.c.promotions++

@@ -101,21 +101,22 @@ func (m *Manager) allocHot(idx uint32, now int64, limit float64) (pages.Run, err
 	}
 }
 
-// makeHot loads adapter idx into a new hot run, from its warm copy or its
-// loader, on the owner goroutine.
+// makeHot loads adapter idx into a new hot run, from its warm copy, its
+// copy in the cold tier or its loader, on the owner goroutine.
 func (m *Manager) makeHot(idx uint32, now int64) error {
 	r, err := m.allocHot(idx, now, noLimit)
 	if err != nil {
 		return err
 	}
 	a := &m.ads[idx]
-	buf, err := m.hot.Bytes(r)
+	run, err := m.hot.Bytes(r)
 	if err != nil {
 		_ = m.hot.Free(r)
 		return err
 	}
-	buf = buf[:a.size]
-	if !a.warm.IsZero() {
+	buf := run[:a.size]
+	switch {
+	case !a.warm.IsZero():
 		wb, _ := m.warm.Bytes(a.warm) // live: a's copy is protected while it loads
 		if a.warmQ {
 			err = m.decode(buf, wb[:a.warmLen])
@@ -126,11 +127,17 @@ func (m *Manager) makeHot(idx uint32, now int64) error {
 			m.c.warmLoads++
 			m.c.bytesMoved += uint64(a.warmLen)
 		}
-	} else {
+	case m.coldLoadable(idx) && m.loadCold(idx, run):
+		a = &m.ads[idx]
+		m.c.coldTierLoads++
+		m.c.bytesMoved += uint64(a.coldLen)
+	default:
+		a = &m.ads[idx]
 		err = load(a.loader, buf)
 		if err == nil {
 			m.c.coldLoads++
 			m.c.bytesMoved += uint64(a.size)
+			a.loads = addLoad(a.loads)
 		}
 	}
 	if err != nil {
@@ -160,13 +167,27 @@ func (m *Manager) setHot(idx uint32, r pages.Run, now int64) {
 // and one can be made, else to cold, and frees its run.
 func (m *Manager) demote(idx uint32, now int64) {
 	a := &m.ads[idx]
-	if m.warm != nil && a.warm.IsZero() {
-		if buf, err := m.hot.Bytes(a.run); err == nil {
-			m.storeWarm(idx, buf[:a.size], now)
-		}
-	}
+	m.saveHot(idx, a.run, now)
 	m.dropHot(idx, true)
 	m.c.demotions++
+}
+
+// saveHot keeps a copy of adapter idx's hot run r, about to go: in the
+// warm tier if it has no copy there and one can be made, else in the cold
+// tier (WithCold) if it is admitted.
+func (m *Manager) saveHot(idx uint32, r pages.Run, now int64) {
+	a := &m.ads[idx]
+	if !a.warm.IsZero() {
+		return
+	}
+	buf, err := m.hot.Bytes(r)
+	if err != nil {
+		return
+	}
+	if m.warm != nil && m.storeWarm(idx, buf[:a.size], now) {
+		return
+	}
+	m.toCold(idx, buf[:a.size], false)
 }
 
 // dropHot forgets adapter idx's hot run, freeing it when free (not when
@@ -211,12 +232,7 @@ func (m *Manager) Evicted(r pages.Run, c pages.Content) bool {
 	if !ok || m.ads[idx].run != r {
 		return false
 	}
-	a := &m.ads[idx]
-	if m.warm != nil && a.warm.IsZero() {
-		if buf, err := m.hot.Bytes(r); err == nil {
-			m.storeWarm(idx, buf[:a.size], m.last)
-		}
-	}
+	m.saveHot(idx, r, m.last)
 	m.dropHot(idx, false)
 	m.c.evictions++
 	return true
@@ -244,7 +260,7 @@ func (m *Manager) storeWarm(idx uint32, src []byte, now int64) bool {
 		if v < 0 {
 			return false
 		}
-		m.dropWarm(uint32(v))
+		m.dropWarm(uint32(v), true)
 	}
 	var r pages.Run
 	for {
@@ -257,7 +273,7 @@ func (m *Manager) storeWarm(idx uint32, src []byte, now int64) bool {
 		if !errors.Is(err, pool.ErrExhausted) || v < 0 {
 			return false
 		}
-		m.dropWarm(uint32(v))
+		m.dropWarm(uint32(v), true)
 	}
 	wb, _ := m.warm.Bytes(r)
 	wb = wb[:length]
@@ -305,8 +321,16 @@ func (m *Manager) victimWarm(now int64, limit float64) int {
 }
 
 // dropWarm frees adapter idx's warm copy: the adapter is cold unless hot.
-func (m *Manager) dropWarm(idx uint32) {
+// If it goes cold and save is set, the copy goes to the cold tier first
+// (WithCold, if admitted).
+func (m *Manager) dropWarm(idx uint32, save bool) {
 	a := &m.ads[idx]
+	if save && a.run.IsZero() && m.cold != nil {
+		if wb, err := m.warm.Bytes(a.warm); err == nil {
+			m.toCold(idx, wb[:a.warmLen], a.warmQ)
+		}
+		a = &m.ads[idx]
+	}
 	_ = m.warm.Free(a.warm)
 	m.warmN--
 	m.warmPages -= m.warmPagesOf(a.warmLen)
@@ -354,7 +378,8 @@ func (m *Manager) compress(idx uint32, now int64) {
 }
 
 // Tick applies the time-driven rules; call it once per scheduling step
-// (or every few): it ends expired pins, demotes hot adapters that are not
+// (or every few): it applies the cold tier's finished copies (WithCold,
+// as Drain does), ends expired pins, demotes hot adapters that are not
 // hot-worthy and have been idle past the idle threshold (WithPromotion),
 // compresses warm copies idle past the compression threshold
 // (WithQuantization), and prefetches hot-worthy adapters that are not hot
@@ -365,6 +390,7 @@ func (m *Manager) Tick() error {
 	if !m.ok() {
 		return errClosed
 	}
+	m.drainCold()
 	now := m.now()
 	m.expirePins(now)
 	// Only adapters that may be demoted (qHot), warm copies that may be

@@ -15,13 +15,15 @@ type counters struct {
 	evictions, warmStores, warmDrops        uint64
 	compressions, quantRefused, invalid     uint64
 	bytesMoved                              uint64
+	coldTierLoads, coldStores, coldRejected uint64
+	coldSkipped, coldErrors, coldEvictions  uint64
 }
 
 // TierStats counts one tier.
 type TierStats struct {
 	Adapters int   // adapters with a copy in the tier
-	Pages    int   // pages those copies take (hot: the pages pool's; warm: the warm region's)
-	Bytes    int64 // bytes of the copies (the page-rounded runs' bytes for hot, the stored bytes for warm)
+	Pages    int   // pages those copies take (hot: the pages pool's; warm: the warm region's; cold tier: its blocks)
+	Bytes    int64 // bytes of the copies (the page-rounded runs' bytes for hot, the stored bytes for warm and the cold tier)
 }
 
 // Stats is a snapshot of a Manager's accounting. Every count is exact;
@@ -32,21 +34,31 @@ type TierStats struct {
 //	Warm.Pages = the warm region's used pages
 //	Leases = the sum of the adapters' reference counts
 //	Hot.Adapters <= the hot slot budget, Hot.Bytes <= the hot byte budget
+//	ColdTier: every copy counted is whole in the tier (every block a HIT),
+//	every store in flight pending (HIT_PENDING)
 type Stats struct {
 	Registered int       // adapters registered
 	Hot        TierStats // loaded hot adapters and loading ones (their runs are allocated)
 	Loading    int       // prefetches in flight
 	Warm       TierStats // warm copies (a hot adapter may keep one)
 	Quantized  int       // warm copies stored as int8
-	Cold       int       // registered adapters with no hot run and no warm copy
+	Cold       int       // registered adapters with no hot run and no warm copy (a copy in the cold tier or not)
 	Held       int       // adapters with live handles
 	Leases     int       // live handles
 	Pinned     int       // adapters pinned by Pin
+
+	// ColdTier counts the copies in the cold tier (WithCold), whole and
+	// loadable: Pages is the tier blocks they take, Bytes their bytes (the
+	// exact weights, or the int8 encoding of a warm copy). A hot or warm
+	// adapter may keep its cold copy.
+	ColdTier    TierStats
+	ColdStoring int // stores into the cold tier in flight (of unregistered adapters too, until they complete)
 
 	Acquires         uint64 // successful Acquires
 	HotHits          uint64 // Acquires that found the adapter hot
 	WarmLoads        uint64 // loads from the warm tier (Acquire, Pin, Prefetch)
 	ColdLoads        uint64 // loads through the Loader
+	ColdTierLoads    uint64 // loads from the cold tier (WithCold)
 	LoadErrors       uint64 // loads that failed
 	Prefetches       uint64 // prefetches started
 	NoRoom           uint64 // loads refused with ErrNoRoom
@@ -61,7 +73,14 @@ type Stats struct {
 	WarmDrops        uint64 // warm copies dropped (to cold)
 	Compressions     uint64 // warm copies stored or converted as int8
 	QuantRefused     uint64 // adapters kept exact: weights not finite or not 16-bit
-	BytesMoved       uint64 // bytes copied into the hot and warm tiers
+	BytesMoved       uint64 // bytes copied into the hot, warm and cold tiers
+
+	// The cold tier's admission and its faults (WithCold).
+	ColdTierStores    uint64 // copies stored in the cold tier
+	ColdTierRejected  uint64 // adapters that went cold unstored by admission: loaded from the Loader fewer than admitAfter times, more blocks than the tier holds, or refused by the tier's own Admission
+	ColdTierSkipped   uint64 // stores of admitted adapters and loads the tier could not take: stores in flight at their limit, no evictable room, the tier's job limit, the tier closed
+	ColdTierErrors    uint64 // copies into or out of the cold tier that failed (a failed write, a torn or corrupt block): the copy is dropped, a load falls back to the Loader
+	ColdTierEvictions uint64 // cold copies lost because the tier evicted one of their blocks
 
 	// Lora is the state behind vLLM's gauge vllm:lora_requests_info
 	// (metrics.NewVLLMLora), recorded with the counts above.
@@ -111,6 +130,12 @@ func (m *Manager) stats() Stats {
 		Compressions: m.c.compressions, QuantRefused: m.c.quantRefused, BytesMoved: m.c.bytesMoved,
 	}
 	s.Held, s.Quantized = m.held, m.quantN
+	if c := m.cold; c != nil {
+		s.ColdTier = TierStats{Adapters: c.n, Pages: c.blocks, Bytes: c.bytes}
+		s.ColdStoring = c.storing
+	}
+	s.ColdTierLoads, s.ColdTierStores, s.ColdTierRejected = m.c.coldTierLoads, m.c.coldStores, m.c.coldRejected
+	s.ColdTierSkipped, s.ColdTierErrors, s.ColdTierEvictions = m.c.coldSkipped, m.c.coldErrors, m.c.coldEvictions
 	s.Lora = m.loraInfo()
 	s.Cold = len(m.byID) - (m.hotN + m.warmN - m.both)
 	return s
@@ -207,6 +232,7 @@ func (m *Manager) check() error {
 		bad("counts: held %d/%d quantized %d/%d hot and warm %d/%d", held, m.held, quantN, m.quantN, both, m.both)
 	}
 	m.checkIndexes(bad)
+	m.checkCold(bad)
 	if !m.loraDirty {
 		if r, w := m.loraLists(); r != m.lora.Running || w != m.lora.Waiting {
 			bad("lora info: running %q waiting %q, recounted %q %q", m.lora.Running, m.lora.Waiting, r, w)

@@ -13,6 +13,8 @@ import (
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/metrics"
 	"github.com/locus-go/locus/pages"
+	"github.com/locus-go/locus/tier"
+	"github.com/locus-go/locus/tier/host"
 )
 
 // A scripted sequence of adapter loads, and the exact exposition it
@@ -45,9 +47,27 @@ func TestAdapters(t *testing.T) {
 	require.NoError(t, err)
 	m.Stats() // publishes
 	const want = `
-# HELP locus_adapters_bytes_moved_total Bytes copied into the hot and warm tiers.
+# HELP locus_adapters_bytes_moved_total Bytes copied into the hot, warm and cold tiers.
 # TYPE locus_adapters_bytes_moved_total counter
 locus_adapters_bytes_moved_total{manager="m"} 29440
+# HELP locus_adapters_cold_tier_errors_total Copies into or out of the cold tier that failed; a failed load reads the Loader.
+# TYPE locus_adapters_cold_tier_errors_total counter
+locus_adapters_cold_tier_errors_total{manager="m"} 0
+# HELP locus_adapters_cold_tier_evictions_total Cold copies lost to the cold tier's eviction.
+# TYPE locus_adapters_cold_tier_evictions_total counter
+locus_adapters_cold_tier_evictions_total{manager="m"} 0
+# HELP locus_adapters_cold_tier_rejected_total Adapters that went cold unstored by the cold tier's admission: too few Loader loads, too large.
+# TYPE locus_adapters_cold_tier_rejected_total counter
+locus_adapters_cold_tier_rejected_total{manager="m"} 0
+# HELP locus_adapters_cold_tier_skipped_total Stores and loads the cold tier could not take: stores in flight at their limit, no room, busy.
+# TYPE locus_adapters_cold_tier_skipped_total counter
+locus_adapters_cold_tier_skipped_total{manager="m"} 0
+# HELP locus_adapters_cold_tier_stores_total Adapter copies stored in the cold tier.
+# TYPE locus_adapters_cold_tier_stores_total counter
+locus_adapters_cold_tier_stores_total{manager="m"} 0
+# HELP locus_adapters_cold_tier_storing Stores into the cold tier in flight.
+# TYPE locus_adapters_cold_tier_storing gauge
+locus_adapters_cold_tier_storing{manager="m"} 0
 # HELP locus_adapters_compressions_total Warm copies stored or converted as int8.
 # TYPE locus_adapters_compressions_total counter
 locus_adapters_compressions_total{manager="m"} 2
@@ -69,9 +89,10 @@ locus_adapters_load_errors_total{manager="m"} 0
 # HELP locus_adapters_loading Prefetches in flight.
 # TYPE locus_adapters_loading gauge
 locus_adapters_loading{manager="m"} 0
-# HELP locus_adapters_loads_total Loads into the hot tier by source tier.
+# HELP locus_adapters_loads_total Loads into the hot tier by source: the warm tier, the cold tier (cold_tier) or the adapter's Loader (cold).
 # TYPE locus_adapters_loads_total counter
 locus_adapters_loads_total{from="cold",manager="m"} 2
+locus_adapters_loads_total{from="cold_tier",manager="m"} 0
 locus_adapters_loads_total{from="warm",manager="m"} 1
 # HELP locus_adapters_promotions_total Adapters made hot.
 # TYPE locus_adapters_promotions_total counter
@@ -82,13 +103,15 @@ locus_adapters_quantized{manager="m"} 2
 # HELP locus_adapters_registered Adapters registered.
 # TYPE locus_adapters_registered gauge
 locus_adapters_registered{manager="m"} 3
-# HELP locus_adapters_tier_adapters Adapters by residency tier: hot (loading included), warm (copies, a hot adapter may keep one) or cold.
+# HELP locus_adapters_tier_adapters Adapters by residency tier: hot (loading included), warm (copies, a hot adapter may keep one), cold (no hot or warm copy), or with a copy in the cold tier (cold_tier).
 # TYPE locus_adapters_tier_adapters gauge
 locus_adapters_tier_adapters{manager="m",tier="cold"} 1
+locus_adapters_tier_adapters{manager="m",tier="cold_tier"} 0
 locus_adapters_tier_adapters{manager="m",tier="hot"} 1
 locus_adapters_tier_adapters{manager="m",tier="warm"} 2
-# HELP locus_adapters_tier_bytes Bytes held by a tier: the page-rounded runs (hot) or the stored copies (warm).
+# HELP locus_adapters_tier_bytes Bytes held by a tier: the page-rounded runs (hot) or the stored copies (warm, cold_tier).
 # TYPE locus_adapters_tier_bytes gauge
+locus_adapters_tier_bytes{manager="m",tier="cold_tier"} 0
 locus_adapters_tier_bytes{manager="m",tier="hot"} 8192
 locus_adapters_tier_bytes{manager="m",tier="warm"} 8704
 `
@@ -104,6 +127,66 @@ locus_adapters_tier_bytes{manager="m",tier="warm"} 8704
 	for _, c := range []prometheus.Collector{metrics.NewAdapters("m", nil), metrics.NewAdapters("m", nilManager)} {
 		require.Error(t, prometheus.NewRegistry().Register(c))
 	}
+}
+
+// The cold tier's series: a host-memory tier under a hot tier of one
+// slot, two adapters that alternate, the first loaded back from the tier.
+func TestAdaptersColdTier(t *testing.T) {
+	b, err := heap.New(16*4096, 1)
+	require.NoError(t, err)
+	hot, err := pages.New(b, 4096, pages.WithContentTypes(pages.ContentType{Name: "adapter"}))
+	require.NoError(t, err)
+	defer hot.Close()
+	st, err := host.New(4096, 8, host.WithHeap())
+	require.NoError(t, err)
+	cold, err := tier.New(st)
+	require.NoError(t, err)
+	defer cold.Close()
+	m, err := adapters.New(hot, 0, adapters.WithHotBudget(1, 0), adapters.WithCold(cold, 1))
+	require.NoError(t, err)
+	defer m.Close()
+	for _, id := range []string{"a", "b", "c"} {
+		l, err := adapters.Func(6000, func(dst []byte) (int, error) { clear(dst); return len(dst), nil })
+		require.NoError(t, err)
+		require.NoError(t, m.Register(id, l))
+	}
+	for _, id := range []string{"a", "b", "a"} { // a stored, loaded back; b stored
+		h, err := m.Acquire(id)
+		require.NoError(t, err)
+		require.NoError(t, m.Release(h))
+		for m.Stats().ColdStoring > 0 {
+			_, err = m.Drain(nil)
+			require.NoError(t, err)
+		}
+	}
+	m.Stats() // publishes
+	const want = `
+# HELP locus_adapters_cold_tier_stores_total Adapter copies stored in the cold tier.
+# TYPE locus_adapters_cold_tier_stores_total counter
+locus_adapters_cold_tier_stores_total{manager="m"} 2
+# HELP locus_adapters_cold_tier_storing Stores into the cold tier in flight.
+# TYPE locus_adapters_cold_tier_storing gauge
+locus_adapters_cold_tier_storing{manager="m"} 0
+# HELP locus_adapters_loads_total Loads into the hot tier by source: the warm tier, the cold tier (cold_tier) or the adapter's Loader (cold).
+# TYPE locus_adapters_loads_total counter
+locus_adapters_loads_total{from="cold",manager="m"} 2
+locus_adapters_loads_total{from="cold_tier",manager="m"} 1
+locus_adapters_loads_total{from="warm",manager="m"} 0
+# HELP locus_adapters_tier_adapters Adapters by residency tier: hot (loading included), warm (copies, a hot adapter may keep one), cold (no hot or warm copy), or with a copy in the cold tier (cold_tier).
+# TYPE locus_adapters_tier_adapters gauge
+locus_adapters_tier_adapters{manager="m",tier="cold"} 2
+locus_adapters_tier_adapters{manager="m",tier="cold_tier"} 2
+locus_adapters_tier_adapters{manager="m",tier="hot"} 1
+locus_adapters_tier_adapters{manager="m",tier="warm"} 0
+# HELP locus_adapters_tier_bytes Bytes held by a tier: the page-rounded runs (hot) or the stored copies (warm, cold_tier).
+# TYPE locus_adapters_tier_bytes gauge
+locus_adapters_tier_bytes{manager="m",tier="cold_tier"} 12000
+locus_adapters_tier_bytes{manager="m",tier="hot"} 8192
+locus_adapters_tier_bytes{manager="m",tier="warm"} 0
+`
+	require.NoError(t, testutil.CollectAndCompare(metrics.NewAdapters("m", m), strings.NewReader(want),
+		"locus_adapters_cold_tier_stores_total", "locus_adapters_cold_tier_storing", "locus_adapters_loads_total",
+		"locus_adapters_tier_adapters", "locus_adapters_tier_bytes"))
 }
 
 // Snapshot from another goroutine while the owner works: race-free, and

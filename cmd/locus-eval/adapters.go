@@ -18,6 +18,8 @@ import (
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/cmd/locus-eval/internal/eval"
 	"github.com/locus-go/locus/pages"
+	"github.com/locus-go/locus/tier"
+	"github.com/locus-go/locus/tier/disk"
 )
 
 // The adapters subcommand ports the adapters package's benchmarks
@@ -35,6 +37,10 @@ const (
 	adpHotNS      = 100e3 // acquire of a hot adapter < 100 µs
 	adpWarmNS     = 1e6   // a warm load (exact or int8) < 1 ms
 	adpColdNS     = 10e6  // a cold load < 10 ms
+	// The cold disk tier of the load part: slots of 1 MiB (the field's
+	// 0.5 to 2 MB blocks), room for both adapters and a few more blocks.
+	adpColdBlock = 1 << 20
+	adpColdSlots = 2*adpBytes/adpColdBlock + 8
 )
 
 // The ADR's scale and the batcher's trace (those of adapters'
@@ -60,6 +66,7 @@ const (
 	adpRowExact    = "warm exact"
 	adpRowInt8     = "warm int8"
 	adpRowCold     = "cold file"
+	adpRowColdTier = "cold disk tier"
 	adpRowMemmove  = "memmove"
 	adpRowFileRead = "file read"
 )
@@ -101,8 +108,8 @@ func runAdapters(args []string, stdout, stderr io.Writer) error {
 LoRA adapter residency (package adapters) against ADR-006's targets, measured in one process:
 
   loads    a 16 MiB adapter: acquire of a hot adapter (< 100 µs), a load from the warm tier, exact and int8
-           (< 1 ms), a load from its file, cold (< 10 ms); beside memmove and a plain read of the same
-           16 MiB file, measured in the same rounds: every operation once per round in a random order,
+           (< 1 ms), a load from its file, cold (< 10 ms), and from a disk cold tier (tier/disk, WithCold;
+           < 10 ms); beside memmove and a plain read of the same 16 MiB file, measured in the same rounds: every operation once per round in a random order,
            medians with 99 % intervals, min, p90 and max
   scale    10,000 registered adapters, 100 hot and 1,000 warm, acquired on a Zipf trace: the heap per
            registered adapter, the acquire latency distribution (p50, p99, p99.9, max) and the hit rate
@@ -116,7 +123,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	dir := fs.String("dir", "", "directory for the two adapter files (default: a new temporary directory); a subdirectory is made there and removed after")
+	dir := fs.String("dir", "", "directory for the two adapter files and the disk tier's file (default: a new temporary directory); a subdirectory is made there and removed after")
 	rounds := fs.Int("rounds", adpDefaultRounds, fmt.Sprintf("timed rounds of the load part (-quick: %d); %d to %d", adpQuickRounds, adpMinRounds, adpMaxRounds))
 	acquires := fs.Int("zipf-acquires", adpDefaultAcquires, fmt.Sprintf("timed acquires of the scale part (-quick: %d); 1 to %d", adpQuickAcquires, adpMaxAcquires))
 	steps := fs.Int("batcher-steps", adpDefaultSteps, fmt.Sprintf("steps of the batcher trace (-quick: %d); 1 to %d", adpQuickSteps, adpMaxSteps))
@@ -225,9 +232,10 @@ func (c *adpClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 // adpRig is a pages pool on the Go heap shared by a KV content type and
 // the adapters, and a Manager over it, as an engine sets them up.
 type adpRig struct {
-	hot *pages.Pool
-	m   *adapters.Manager
-	clk *adpClock
+	hot  *pages.Pool
+	m    *adapters.Manager
+	clk  *adpClock
+	cold *tier.Manager // the cold tier, closed after the Manager; nil for none
 }
 
 func newAdpRig(nPages int, opts ...adapters.Option) (*adpRig, error) {
@@ -253,13 +261,32 @@ func newAdpRig(nPages int, opts ...adapters.Option) (*adpRig, error) {
 	return r, nil
 }
 
-// close checks the accounting, then closes the Manager and the pool.
+// close checks the accounting, then closes the Manager, its cold tier and
+// the pool.
 func (r *adpRig) close() error {
 	err := r.m.Check()
 	if err != nil {
 		err = fmt.Errorf("%w: Check: %w", errFailed, err)
 	}
-	return errors.Join(err, r.m.Close(), r.hot.Close())
+	err = errors.Join(err, r.m.Close())
+	if r.cold != nil {
+		err = errors.Join(err, r.cold.Check(), r.cold.Close())
+	}
+	return errors.Join(err, r.hot.Close())
+}
+
+// settleCold drains until no store into the cold tier is in flight.
+func (r *adpRig) settleCold() error {
+	for deadline := time.Now().Add(10 * time.Second); r.m.Stats().ColdStoring > 0; {
+		if _, err := r.m.Drain(nil); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the cold tier's stores did not complete in 10 s")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return nil
 }
 
 // acquireRelease acquires id and releases it.
@@ -314,18 +341,20 @@ func measureAdapterLoads(o adpOptions, p *adpProgress) (loads eval.AdapterLoads,
 		}
 	}
 
-	// The four Managers of adapters' BenchmarkLoad: two adapters alternate
-	// in a hot tier of one slot, so every acquire but the hot row's demotes
-	// one and loads the other.
+	// The four Managers of adapters' BenchmarkLoad, and one over a disk
+	// cold tier: two adapters alternate in a hot tier of one slot, so every
+	// acquire but the hot row's demotes one and loads the other.
 	cases := []struct {
 		name string
 		ids  []string
 		opts []adapters.Option
+		cold bool
 	}{
-		{adpRowHot, []string{"a"}, nil},
-		{adpRowExact, []string{"a", "b"}, []adapters.Option{adapters.WithWarm(adpWarmBytes, 0, 0)}},
-		{adpRowInt8, []string{"a", "b"}, []adapters.Option{adapters.WithWarm(adpWarmBytes, 0, 0), adapters.WithQuantization(q, 0)}},
-		{adpRowCold, []string{"a", "b"}, nil},
+		{adpRowHot, []string{"a"}, nil, false},
+		{adpRowExact, []string{"a", "b"}, []adapters.Option{adapters.WithWarm(adpWarmBytes, 0, 0)}, false},
+		{adpRowInt8, []string{"a", "b"}, []adapters.Option{adapters.WithWarm(adpWarmBytes, 0, 0), adapters.WithQuantization(q, 0)}, false},
+		{adpRowCold, []string{"a", "b"}, nil, false},
+		{adpRowColdTier, []string{"a", "b"}, nil, true},
 	}
 	rigs := make([]*adpRig, len(cases))
 	defer func() {
@@ -337,10 +366,22 @@ func measureAdapterLoads(o adpOptions, p *adpProgress) (loads eval.AdapterLoads,
 	}()
 	var ops []*adpLoadOp
 	for i, c := range cases {
-		r, err := newAdpRig(2*adpBytes/adpPage+8, append([]adapters.Option{adapters.WithHotBudget(1, 0)}, c.opts...)...)
+		opts := append([]adapters.Option{adapters.WithHotBudget(1, 0)}, c.opts...)
+		var cold *tier.Manager
+		if c.cold {
+			if cold, err = adpColdTier(filepath.Join(dir, "cold.tier")); err != nil {
+				return loads, err
+			}
+			opts = append(opts, adapters.WithCold(cold, 1))
+		}
+		r, err := newAdpRig(2*adpBytes/adpPage+8, opts...)
 		if err != nil {
+			if cold != nil {
+				_ = cold.Close()
+			}
 			return loads, err
 		}
+		r.cold = cold
 		rigs[i] = r
 		for _, id := range c.ids {
 			l, err := adapters.File(filepath.Join(dir, id))
@@ -351,6 +392,12 @@ func measureAdapterLoads(o adpOptions, p *adpProgress) (loads eval.AdapterLoads,
 				return loads, err
 			}
 			if err := r.acquireRelease(id); err != nil { // the first, cold load; makes the warm copies
+				return loads, fmt.Errorf("%w: %s: %w", errFailed, c.name, err)
+			}
+		}
+		if c.cold { // a went to the cold tier with b's load; b goes with a's
+			err := r.acquireRelease(c.ids[0])
+			if err = errors.Join(err, r.settleCold()); err != nil {
 				return loads, fmt.Errorf("%w: %s: %w", errFailed, c.name, err)
 			}
 		}
@@ -377,7 +424,7 @@ func measureAdapterLoads(o adpOptions, p *adpProgress) (loads eval.AdapterLoads,
 		}
 		ops = append(ops, op)
 	}
-	ops[1].limit, ops[2].limit, ops[3].limit = adpRowMemmove, adpRowMemmove, adpRowFileRead
+	ops[1].limit, ops[2].limit, ops[3].limit, ops[4].limit = adpRowMemmove, adpRowMemmove, adpRowFileRead, adpRowFileRead
 
 	// The limits: one copy of the 16 MiB, and one pread of its file from
 	// the page cache into a buffer, as the File loader reads.
@@ -465,23 +512,30 @@ func measureAdapterLoads(o adpOptions, p *adpProgress) (loads eval.AdapterLoads,
 }
 
 // adpCheckLoads checks that every timed acquire did what its row claims
-// (a hot hit, a warm load, a cold load) and that the adapters hold their
-// weights (exactly, or within the int8 bound's reach: the same length).
+// (a hot hit, a warm load, a cold load from the file or from the disk
+// tier) and that the adapters hold their weights (exactly, or within the
+// int8 bound's reach: the same length).
 func adpCheckLoads(rigs []*adpRig, before []adapters.Stats, rounds int, w []byte) error {
 	for i, r := range rigs {
 		s, b := r.m.Stats(), before[i]
-		hits, warm, cold := s.HotHits-b.HotHits, s.WarmLoads-b.WarmLoads, s.ColdLoads-b.ColdLoads
-		var want [3]uint64
+		hits, warm, cold, tiered := s.HotHits-b.HotHits, s.WarmLoads-b.WarmLoads, s.ColdLoads-b.ColdLoads, s.ColdTierLoads-b.ColdTierLoads
+		var want [4]uint64
 		switch i {
 		case 0:
-			want = [3]uint64{uint64(rounds * adpHotBatch), 0, 0}
+			want = [4]uint64{uint64(rounds * adpHotBatch), 0, 0, 0}
 		case 1, 2:
-			want = [3]uint64{0, uint64(rounds), 0}
+			want = [4]uint64{0, uint64(rounds), 0, 0}
 		case 3:
-			want = [3]uint64{0, 0, uint64(rounds)}
+			want = [4]uint64{0, 0, uint64(rounds), 0}
+		case 4:
+			want = [4]uint64{0, 0, 0, uint64(rounds)}
 		}
-		if got := [3]uint64{hits, warm, cold}; got != want {
-			return fmt.Errorf("%w: loads: Manager %d: %d hot hits, %d warm loads, %d cold loads; want %v", errFailed, i, hits, warm, cold, want)
+		if got := [4]uint64{hits, warm, cold, tiered}; got != want {
+			return fmt.Errorf("%w: loads: Manager %d: %d hot hits, %d warm loads, %d cold loads, %d cold-tier loads; want %v",
+				errFailed, i, hits, warm, cold, tiered, want)
+		}
+		if i == 4 && (s.ColdTierErrors != 0 || s.ColdTier.Adapters != 2) {
+			return fmt.Errorf("%w: %s: %d failed copies, %d cold copies; want 0 and 2", errFailed, adpRowColdTier, s.ColdTierErrors, s.ColdTier.Adapters)
 		}
 		if i == 2 && s.Quantized == 0 {
 			return fmt.Errorf("%w: %s: no warm copy is int8", errFailed, adpRowInt8)
@@ -497,6 +551,22 @@ func adpCheckLoads(rigs []*adpRig, before []adapters.Stats, rounds int, w []byte
 		}
 	}
 	return nil
+}
+
+// adpColdTier opens the load part's disk cold tier: a preallocated file of
+// checksummed 1 MiB slots (buffered I/O: reads from the page cache, as the
+// cold file row's), its copies run by four tier workers.
+func adpColdTier(path string) (*tier.Manager, error) {
+	d, err := disk.Open(path, adpColdBlock, adpColdSlots)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cold tier: %w", eval.ErrConfig, err)
+	}
+	t, err := tier.New(d, tier.WithWorkers(4))
+	if err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return t, nil
 }
 
 // measureAdapterZipf is adapters' BenchmarkZipf as one run: the ADR's
@@ -726,6 +796,7 @@ func adapterTargets(l eval.AdapterLoads) []eval.AdapterGoal {
 		{adpRowExact, "warm load of a 16 MiB adapter, exact", adpWarmNS},
 		{adpRowInt8, "warm load of a 16 MiB adapter, int8", adpWarmNS},
 		{adpRowCold, "cold load of a 16 MiB adapter (file)", adpColdNS},
+		{adpRowColdTier, "cold load of a 16 MiB adapter (disk tier)", adpColdNS},
 	} {
 		r, ok := rows[t.row]
 		if !ok {
@@ -752,6 +823,9 @@ func adapterNotes(d *eval.Adapters) []string {
 		"warm and cold rows: two adapters alternate in a hot tier of one slot (adapters' BenchmarkLoad), so every acquire demotes the other one and loads this one: " +
 			"its time includes the demotion and the allocation of its pages run; warm int8 dequantizes half the bytes into fp16 on promotion",
 		"memmove: Go copy of the 16 MiB between two heap buffers; file read: one pread of the 16 MiB file from the page cache into a heap buffer, as the File loader reads it",
+		fmt.Sprintf("cold disk tier: as cold file, but the adapters sit in a disk cold tier (adapters.WithCold over tier/disk: a preallocated file of checksummed %d MiB slots, buffered I/O, so from the page cache as the file row) "+
+			"where each was stored once before the rounds; every timed acquire reads its %d blocks from the tier's file in %d jobs on 4 tier workers, checksums them, and waits for them on the owner",
+			adpColdBlock>>20, adpBytes/adpColdBlock, min(adpBytes/adpColdBlock, 4)),
 		"time over the limit's: per round, this row's time over the limit's time in the same round; the median over rounds with its 99 % interval",
 		"scale: heap per registered adapter from runtime.ReadMemStats after a GC, before and after the registrations (one loader shared by all; the id strings included); " +
 			"every acquire timed alone with time.Now, its tier read before the call; Tick's prefetches are drained outside the timed calls",

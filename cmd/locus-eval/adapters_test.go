@@ -32,11 +32,16 @@ func TestAdaptersQuick(t *testing.T) {
 			t.Errorf("%s: median %v", r.Name, r.NS.Median)
 		}
 	}
-	if got, want := strings.Join(names, ","), "hot acquire,warm exact,warm int8,cold file,memmove,file read"; got != want {
+	if got, want := strings.Join(names, ","), "hot acquire,warm exact,warm int8,cold file,cold disk tier,memmove,file read"; got != want {
 		t.Errorf("rows %s, want %s", got, want)
 	}
-	if len(d.Targets) != 4 {
-		t.Errorf("%d targets, want 4", len(d.Targets))
+	if len(d.Targets) != 5 {
+		t.Errorf("%d targets, want 5", len(d.Targets))
+	}
+	for _, r := range d.Loads.Rows {
+		if r.Name == "cold disk tier" && (r.Limit != "file read" || r.GBps <= 0) {
+			t.Errorf("the disk tier row %+v", r)
+		}
 	}
 	if z := d.Zipf; z.Registered != 10_000 || z.HotSlots != 100 || z.WarmSlots != 1000 || z.BytesPerRegistered <= 0 || z.HotHitRate <= 0 {
 		t.Errorf("scale %+v", z)
@@ -65,7 +70,7 @@ func TestAdaptersText(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("status %d: %s", status, errOut)
 	}
-	for _, want := range []string{"hot acquire", "warm int8", "file read", "p99.9", "largest-queue-first", "Targets (ADR-006"} {
+	for _, want := range []string{"hot acquire", "warm int8", "cold disk tier", "file read", "p99.9", "largest-queue-first", "Targets (ADR-006", "(disk tier) < 10 ms"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lacks %q:\n%s", want, out)
 		}

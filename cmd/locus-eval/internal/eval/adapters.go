@@ -483,7 +483,7 @@ func WriteAdaptersText(w io.Writer, d *Adapters) error {
 	}
 	fmt.Fprintln(w, "\nTargets (ADR-006; a missed target is reported, not an error):")
 	for _, t := range d.Targets {
-		fmt.Fprintf(w, "  %-55s %-9s %s\n", t.Name, strings.ToUpper(t.Status), t.Detail)
+		fmt.Fprintf(w, "  %-58s %-9s %s\n", t.Name, strings.ToUpper(t.Status), t.Detail)
 	}
 	if len(d.Notes) > 0 {
 		fmt.Fprintln(w, "\nNotes:")
@@ -511,8 +511,8 @@ func mdTable(w io.Writer, head []string, rows [][]string) {
 func WriteAdaptersMarkdown(w io.Writer, d *Adapters) {
 	fmt.Fprintf(w, "\n## Adapters: ADR-006's residency targets (%s)\n\n", d.Machine)
 	fmt.Fprintln(w, "Generated from a recorded `locus-eval adapters -json` run; do not edit by hand. LoRA adapters through")
-	fmt.Fprintln(w, "`adapters.Manager` (hot: a run of a pages pool; warm: a host copy, exact or int8; cold: the adapter's file),")
-	fmt.Fprintln(w, "beside the machine's limits for the same bytes, measured interleaved in the same process.")
+	fmt.Fprintln(w, "`adapters.Manager` (hot: a run of a pages pool; warm: a host copy, exact or int8; cold: the adapter's file, or a")
+	fmt.Fprintln(w, "disk cold tier), beside the machine's limits for the same bytes, measured interleaved in the same process.")
 	fmt.Fprintln(w)
 	writeRunRows(w, d.Machine, d.Created, d.Revision)
 	cfg := fmt.Sprintf("seed %d, wall time %s", d.Seed, time.Duration(d.WallSeconds*1e9).Round(time.Second))
