@@ -89,6 +89,9 @@ fleet section for every locus-eval fleet -json document (in the order given). Me
 			}
 			text := func(w io.Writer) error { return writeTiers(w, &d) }
 			heading := fmt.Sprintf("Offload tiers: host and disk beside memmove and the file's own bandwidth (%s)", d.Machine)
+			if d.Disk.DirectIO {
+				heading = fmt.Sprintf("Offload tiers with O_DIRECT: host and disk beside memmove and the device's own bandwidth (%s)", d.Machine)
+			}
 			sections = append(sections, section{md: preformatted(heading, tiersPreface, text), text: text})
 			continue
 		case chatSchema:

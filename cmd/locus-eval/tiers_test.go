@@ -354,5 +354,15 @@ func TestTiersDirect(t *testing.T) {
 	if !strings.Contains(text.String(), want) {
 		t.Errorf("the text does not say %q:\n%s", want, text.String())
 	}
+	if d.Disk.DirectIO { // the report names the mode in the section's heading
+		path := filepath.Join(t.TempDir(), "direct.json")
+		if err := os.WriteFile(path, out.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		status, md, errOut := runCmd(t, "report", "internal/eval/testdata/scoreboard.json", path)
+		if status != 0 || !strings.Contains(md, "\n## Offload tiers with O_DIRECT: ") {
+			t.Errorf("report: status %d, %s; no O_DIRECT heading:\n%s", status, errOut, md)
+		}
+	}
 	t.Logf("O_DIRECT in effect: %v (%s)", d.Disk.DirectIO, d.Disk.FileSystem)
 }
