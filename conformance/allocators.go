@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 
@@ -31,6 +32,33 @@ func instances[X, M any](r *run[X], n int, model func(X) (M, error)) ([]M, error
 	}
 	return ms, nil
 }
+
+// several makes n of something with mk; what names mk in a violation.
+func several[X any](n int, what string, mk func() (X, error)) ([]X, error) {
+	xs := make([]X, n)
+	for i := range xs {
+		x, err := mk()
+		if err != nil {
+			return nil, violationf(ErrContract, "%s: %v", what, err)
+		}
+		xs[i] = x
+	}
+	return xs, nil
+}
+
+// modeled returns a case that runs f on a model of the case's instance.
+func modeled[X, M any](model func(X) (M, error), f func(*run[X], M) error) func(*run[X]) error {
+	return func(r *run[X]) error {
+		m, err := model(r.x)
+		if err != nil {
+			return err
+		}
+		return f(r, m)
+	}
+}
+
+func clModeled(f func(*clCase, *clModel) error) func(*clCase) error { return modeled(newClModel, f) }
+func pgModeled(f func(*pgCase, *pgModel) error) func(*pgCase) error { return modeled(newPgModel, f) }
 
 // mkClassHandle builds an arbitrary handle through the public encoding.
 func mkClassHandle(block pool.Handle, class uint32) classes.Handle {
@@ -79,6 +107,29 @@ func stamped(buf []byte, size int, tag byte) (int, bool) {
 		}
 	}
 	return 0, true
+}
+
+// disjoint writes random bytes into every buffer of bufs, then reads them
+// back, twice over, and returns the first buffer and byte that lost what was
+// written: a write to another buffer reached it.
+func disjoint(bufs [][]byte, seed uint64) (buf, at int, ok bool) {
+	for pass := range 2 {
+		rng := rand.New(rand.NewPCG(uint64(pass), seed))
+		for _, b := range bufs {
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+		}
+		rng = rand.New(rand.NewPCG(uint64(pass), seed))
+		for k, b := range bufs {
+			for i, v := range b {
+				if v != byte(rng.Uint32()) {
+					return k, i, false
+				}
+			}
+		}
+	}
+	return 0, 0, true
 }
 
 // fieldDiff lists the fields in which got differs from want, two values of

@@ -52,6 +52,22 @@ func mallocs(runs int, op func()) (least uint64, rounds [allocRounds]uint64) {
 	return least, rounds
 }
 
+// namedOp is an operation noAllocs measures, and its name.
+type namedOp struct {
+	name string
+	op   func() error
+}
+
+// allocFree checks every op with noAllocs, in order.
+func allocFree(runs int, ops []namedOp) error {
+	for _, o := range ops {
+		if err := noAllocs(runs, o.name, o.op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // noAllocs checks that op allocates nothing in steady state: it warms op up,
 // then counts runs calls per round. what names op in the violation.
 func noAllocs(runs int, what string, op func() error) error {

@@ -2,17 +2,13 @@ package conformance
 
 import (
 	"errors"
-	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/classes"
-	"github.com/locus-go/locus/internal/race"
 	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
 )
@@ -535,55 +531,7 @@ func brokenClasses() []brokenComponent {
 	}
 }
 
-func TestSuiteRejectsBrokenClasses(t *testing.T) { rejectsBroken(t, brokenClasses()) }
-
-// rejectsBroken checks that each component is rejected by exactly the cases
-// it lists, as TestSuiteRejectsBrokenComponents does. The components run one
-// after another: each takes a few milliseconds alone, and their allocation
-// cases stop the world of every bubble running beside them.
-func rejectsBroken(t *testing.T, comps []brokenComponent) {
-	for _, c := range comps {
-		t.Run(c.name, func(t *testing.T) {
-			if race.Enabled && c.onlyWithoutRace != "" {
-				t.Skip(c.onlyWithoutRace)
-			}
-			synctest.Test(t, func(t *testing.T) {
-				outs, free := c.run()
-				if free != nil {
-					free()
-				}
-				got := found{}
-				for _, o := range outs {
-					if o.err == nil {
-						continue
-					}
-					if k, ok := c.maybe[o.name]; ok && (k == nil || kindOf(o.err) == k) {
-						continue
-					}
-					got[o.name] = kindOf(o.err)
-				}
-				want := maps.Clone(c.want)
-				if want == nil {
-					want = found{}
-				}
-				if w, ok := underRace[c.name]; ok && race.Enabled {
-					want = w
-				} else if race.Enabled {
-					delete(want, "ZeroAllocs") // skipped: the race runtime allocates
-				}
-				if !maps.Equal(got, want) {
-					var msgs []string
-					for _, o := range outs {
-						if o.err != nil {
-							msgs = append(msgs, o.err.Error())
-						}
-					}
-					t.Errorf("got  %v\nwant %v\n%s", got, want, strings.Join(msgs, "\n"))
-				}
-			})
-		})
-	}
-}
+func TestSuiteRejectsBrokenClasses(t *testing.T) { rejectsBroken(t, brokenClasses(), false) }
 
 // underRace are the cases that reject a component under the race detector
 // where they differ from its want: the cases run a quarter of their steps

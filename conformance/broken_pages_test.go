@@ -904,4 +904,4 @@ func (p *lockedPages) Snapshot() pages.Stats {
 	return p.Pages.Snapshot()
 }
 
-func TestSuiteRejectsBrokenPages(t *testing.T) { rejectsBroken(t, brokenPages()) }
+func TestSuiteRejectsBrokenPages(t *testing.T) { rejectsBroken(t, brokenPages(), false) }

@@ -10,11 +10,7 @@ import (
 	"github.com/locus-go/locus/pool"
 )
 
-func checkClassesStale(r *clCase) error {
-	m, err := newClassesModel(r)
-	if err != nil {
-		return err
-	}
+func checkClassesStale(r *clCase, m *clModel) error {
 	snd, err := m.c.NewSender()
 	if err != nil {
 		return violationf(ErrContract, "NewSender: %v", err)
@@ -190,27 +186,17 @@ func checkClassesForeign(r *clCase) error {
 			}
 		}
 	}
-	for pass := range 2 {
-		rng := rand.New(rand.NewPCG(uint64(pass), 5))
-		for _, m := range models {
-			for _, b := range m.Blocks {
-				mem, _ := m.c.Bytes(b.Key)
-				for i := range mem {
-					mem[i] = byte(rng.Uint32())
-				}
-			}
+	var mems [][]byte
+	var owners []int
+	var keys []classes.Handle
+	for k, m := range models {
+		for _, b := range m.Blocks {
+			mem, _ := m.c.Bytes(b.Key)
+			mems, owners, keys = append(mems, mem), append(owners, k), append(keys, b.Key)
 		}
-		rng = rand.New(rand.NewPCG(uint64(pass), 5))
-		for k, m := range models {
-			for _, b := range m.Blocks {
-				mem, _ := m.c.Bytes(b.Key)
-				for i, v := range mem {
-					if v != byte(rng.Uint32()) {
-						return violationf(ErrAliased, "byte %d of allocator %d's %v was overwritten by a write to another allocator's block", i, k, b.Key)
-					}
-				}
-			}
-		}
+	}
+	if j, i, ok := disjoint(mems, 5); !ok {
+		return violationf(ErrAliased, "byte %d of allocator %d's %v was overwritten by a write to another allocator's block", i, owners[j], keys[j])
 	}
 	return checkClassesClosedIdentity(r)
 }
@@ -259,11 +245,7 @@ func checkClassesClosedIdentity(r *clCase) error {
 	return nil
 }
 
-func checkClassesForged(r *clCase) error {
-	m, err := newClassesModel(r)
-	if err != nil {
-		return err
-	}
+func checkClassesForged(r *clCase, m *clModel) error {
 	// Half of every class live, every other block freed again.
 	for k := range m.cls {
 		for range m.cls[k].Blocks / 2 {
@@ -304,42 +286,13 @@ func checkClassesForged(r *clCase) error {
 	for i := range scaled(3000) {
 		base := m.Blocks[rng.IntN(len(m.Blocks))]
 		k, blk := base.Class, base.Key.Block()
-		idx, gen, pid := uint32(blk.Index()), blk.Generation(), poolID(blk)
-		switch rng.IntN(8) {
-		case 0:
-			gen += uint64(1 + rng.IntN(4))
-		case 1:
-			gen -= uint64(1 + rng.IntN(4))
-		case 2:
-			gen ^= 1 << rng.IntN(64)
-		case 3:
-			idx = uint32(rng.IntN(m.cls[k].Blocks + 8))
-		case 4:
-			idx = uint32(m.cls[k].Blocks) + rng.Uint32N(1<<20)
-		case 5:
-			pid ^= 1 << rng.IntN(32)
-		case 6:
-			gen = rng.Uint64()
-		default:
-			idx, gen = uint32(rng.IntN(m.cls[k].Blocks)), uint64(rng.IntN(8))
-		}
+		pid, idx, gen, want := forge(rng, rng.IntN(8), m.ids[k], uint32(blk.Index()), blk.Generation(), m.cls[k].Blocks)
 		f := mkClassHandle(mkHandle(pid, idx, gen), uint32(k))
 		if b, live := m.Live[f]; live {
 			if err := m.intact(b); err != nil {
 				return fmt.Errorf("forgery %d: %w", i, err)
 			}
 			continue
-		}
-		var want error
-		switch {
-		case f.Block().IsZero():
-			want = pool.ErrZeroHandle
-		case pid != m.ids[k]:
-			want = pool.ErrForeignHandle
-		case int(idx) >= m.cls[k].Blocks:
-			want = pool.ErrOutOfRange
-		default:
-			want = pool.ErrStaleHandle
 		}
 		var got error
 		name := "Bytes"

@@ -46,8 +46,6 @@ func newClModel(c clsSubject) (*clModel, error) {
 	return m, nil
 }
 
-func newClassesModel(r *clCase) (*clModel, error) { return newClModel(r.x) }
-
 // check compares Stats with the model, class by class.
 func (m *clModel) check(what string) error {
 	st := m.c.Stats()
@@ -197,10 +195,7 @@ func (m *clModel) refused(what string, x badHandle) error {
 	buf, bytesErr := m.c.Bytes(x.h)
 	var rej *pool.RejectedError
 	chunkErr := m.c.FreeChunk([]classes.Handle{x.h})
-	for _, c := range [...]struct {
-		name string
-		err  error
-	}{{"Bytes", bytesErr}, {"Free", m.c.Free(x.h)}, {"FreeChunk", chunkErr}} {
+	for _, c := range [...]call{{"Bytes", bytesErr}, {"Free", m.c.Free(x.h)}, {"FreeChunk", chunkErr}} {
 		switch {
 		case c.err == nil:
 			return violationf(ErrAliased, "%s of %s (%v) was accepted", c.name, what, x.h)
@@ -243,35 +238,6 @@ func (m *clModel) drainDry(ctx interface{ Err() error }) (int, error) {
 	}
 }
 
-// sendDraining runs send on a goroutine of its own while the owner keeps
-// draining, as a bounded transport needs, until a Drain that started after
-// send returned brings nothing. It returns how many blocks the drains freed
-// and the errors they reported.
-func (m *clModel) sendDraining(r *clCase, send func() error) (int, []error, error) {
-	var c crew
-	c.Go(send)
-	got := 0
-	var reports []error
-	var b backoff
-	for {
-		done := c.finished() // before the drain
-		n, err := m.c.Drain()
-		got += n
-		if err != nil {
-			reports = append(reports, err)
-		}
-		switch {
-		case n > 0 || err != nil:
-			b.reset()
-			continue
-		case done:
-			return got, reports, c.wait(r.ctx, "senders")
-		case !b.wait(r.ctx):
-			return got, reports, c.stopped("senders were")
-		}
-	}
-}
-
 // remoteFree frees bs through snd (one by one with single) while the owner
 // drains, and checks that every block came back once.
 func (m *clModel) remoteFree(r *clCase, snd ClassesSender, bs []*clBlock, single bool) error {
@@ -283,7 +249,7 @@ func (m *clModel) remoteFree(r *clCase, snd ClassesSender, bs []*clBlock, single
 		hs[i] = b.Key
 	}
 	before := snd.Submitted()
-	got, reports, err := m.sendDraining(r, func() error {
+	got, reports, err := drainSending(r.ctx, m.c.Drain, true, func() error {
 		if single {
 			for _, h := range hs {
 				if err := snd.Free(h); err != nil {

@@ -11,11 +11,7 @@ import (
 	"github.com/locus-go/locus/pool"
 )
 
-func checkClassesDrainOnExhaustion(r *clCase) error {
-	m, err := newClassesModel(r)
-	if err != nil {
-		return err
-	}
+func checkClassesDrainOnExhaustion(r *clCase, m *clModel) error {
 	for k := range m.cls {
 		bs, err := m.fillClass(k)
 		if err != nil {
@@ -168,11 +164,8 @@ func classesExchange(r *clCase, c clsSubject, perRequest bool) error {
 				}
 				submitted[w].Add(uint64(len(j.hs)))
 				if perRequest {
-					if err := snd.Close(); err != nil && bad == nil {
-						bad = violationf(ErrContract, "Sender.Close = %v, want nil", err)
-					}
-					if err := snd.FreeChunk(j.hs[:1]); !errors.Is(err, pool.ErrClosed) && bad == nil {
-						bad = violationf(ErrContract, "FreeChunk of a retired sender = %v, want pool.ErrClosed", err)
+					if err := retire(snd, j.hs[:1]); bad == nil {
+						bad = err
 					}
 				}
 				freedJobs.Add(1)
@@ -187,15 +180,7 @@ func classesExchange(r *clCase, c clsSubject, perRequest bool) error {
 		for _, j := range jobs {
 			close(j)
 		}
-		var b backoff
-		for !crw.finished() {
-			if n, _ := m.c.Drain(); n > 0 {
-				b.reset()
-			} else if !b.wait(ctx) {
-				return errors.Join(err, crw.stopped("workers were"))
-			}
-		}
-		return errors.Join(err, crw.wait(ctx, "workers"))
+		return errors.Join(err, crw.drainOut(ctx, m.c.Drain))
 	}
 	drain := func() (int, error) {
 		n, err := m.c.Drain()
@@ -288,11 +273,7 @@ func classesExchange(r *clCase, c clsSubject, perRequest bool) error {
 	return nil
 }
 
-func checkClassesSenderRejects(r *clCase) error {
-	m, err := newClassesModel(r)
-	if err != nil {
-		return err
-	}
+func checkClassesSenderRejects(r *clCase, m *clModel) error {
 	snd, err := m.c.NewSender()
 	if err != nil {
 		return violationf(ErrContract, "NewSender: %v", err)
@@ -318,7 +299,7 @@ func checkClassesSenderRejects(r *clCase) error {
 		}
 		before := snd.Submitted()
 		var sendErr error
-		got, reports, err := m.sendDraining(r, func() error { sendErr = snd.FreeChunk(hs); return nil })
+		got, reports, err := drainSending(r.ctx, m.c.Drain, true, func() error { sendErr = snd.FreeChunk(hs); return nil })
 		if err != nil {
 			return err
 		}
@@ -358,7 +339,7 @@ func checkClassesSenderRejects(r *clCase) error {
 		}
 		stale := good[round%len(good)].Key
 		hs = append(hs, stale)
-		got, reports, err = m.sendDraining(r, func() error {
+		got, reports, err = drainSending(r.ctx, m.c.Drain, true, func() error {
 			if err := snd.FreeChunk(hs); err != nil {
 				return violationf(ErrContract, "sender FreeChunk: %v", err)
 			}
@@ -401,11 +382,7 @@ func classSendsFail(who string, snd ClassesSender, h classes.Handle) error {
 	return nil
 }
 
-func checkClassesSenderRetire(r *clCase) error {
-	m, err := newClassesModel(r)
-	if err != nil {
-		return err
-	}
+func checkClassesSenderRetire(r *clCase, m *clModel) error {
 	for round := range scaled(20) {
 		snd, err := m.c.NewSender()
 		if err != nil {

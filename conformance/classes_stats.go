@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,11 +12,7 @@ import (
 	"github.com/locus-go/locus/pool"
 )
 
-func checkClassesAccounting(r *clCase) error {
-	m, err := newClassesModel(r)
-	if err != nil {
-		return err
-	}
+func checkClassesAccounting(r *clCase, m *clModel) error {
 	snd, err := m.c.NewSender()
 	if err != nil {
 		return violationf(ErrContract, "NewSender: %v", err)
@@ -107,11 +104,7 @@ func classIdentities(st classes.Stats, n int) error {
 	return nil
 }
 
-func checkClassesSnapshot(r *clCase) error {
-	m, err := newClassesModel(r)
-	if err != nil {
-		return err
-	}
+func checkClassesSnapshot(r *clCase, m *clModel) error {
 	ctx, c := r.ctx, m.c
 	n := len(m.cls)
 	if err := classIdentities(c.Snapshot(), n); err != nil {
@@ -125,32 +118,8 @@ func checkClassesSnapshot(r *clCase) error {
 	}
 	quit := make(chan struct{})
 	var scrape crew
-	scrape.Go(func() error {
-		prev := c.Snapshot()
-		var first error
-		for i := 1; ; i++ {
-			select {
-			case <-quit:
-				return first
-			case <-ctx.Done():
-				return first
-			default:
-			}
-			st := c.Snapshot()
-			err := classIdentities(st, n)
-			if err == nil {
-				err = classesNotBehind(prev, st)
-			}
-			if err != nil && first == nil {
-				first = fmt.Errorf("snapshot %d: %w", i, err)
-			}
-			prev = st
-			if i%64 == 0 {
-				var b backoff
-				b.n = spinYields
-				b.wait(ctx)
-			}
-		}
+	scraper(&scrape, ctx, quit, c.Snapshot, func(prev, st classes.Stats) error {
+		return cmp.Or(classIdentities(st, n), classesNotBehind(prev, st))
 	})
 	snd, err := c.NewSender()
 	if err != nil {
@@ -286,11 +255,7 @@ func checkClassesOwnSlices(m *clModel) error {
 	return m.check("after edits to every slice the allocator returned")
 }
 
-func checkClassesClose(r *clCase) error {
-	m, err := newClassesModel(r)
-	if err != nil {
-		return err
-	}
+func checkClassesClose(r *clCase, m *clModel) error {
 	c := m.c
 	var live []*clBlock
 	for k := range m.cls {
@@ -318,17 +283,12 @@ func checkClassesClose(r *clCase) error {
 	_, yErr := c.Bytes(h)
 	_, dErr := c.Drain()
 	_, sErr := c.NewSender()
-	for _, call := range [...]struct {
-		name string
-		err  error
-	}{
+	if err := allFail(pool.ErrClosed, "after Close", []call{
 		{"Alloc", aErr}, {"AllocBytes", bErr}, {"AllocClass", cErr}, {"Bytes", yErr}, {"Drain", dErr},
 		{"NewSender", sErr}, {"Free", c.Free(h)}, {"FreeChunk", c.FreeChunk([]classes.Handle{h})},
 		{"Free of the zero handle", c.Free(classes.Handle{})}, {"Close", c.Close()},
-	} {
-		if !errors.Is(call.err, pool.ErrClosed) {
-			return violationf(ErrContract, "%s after Close = %v, want pool.ErrClosed", call.name, call.err)
-		}
+	}); err != nil {
+		return err
 	}
 	if err := classSendsFail("a sender of a closed allocator", snd, h); err != nil {
 		return err
@@ -342,11 +302,7 @@ func checkClassesClose(r *clCase) error {
 	return nil
 }
 
-func checkClassesAllocs(r *clCase) error {
-	m, err := newClassesModel(r)
-	if err != nil {
-		return err
-	}
+func checkClassesAllocs(r *clCase, m *clModel) error {
 	c := m.c
 	snd, err := c.NewSender()
 	if err != nil {
@@ -373,10 +329,7 @@ func checkClassesAllocs(r *clCase) error {
 		}
 		return nil
 	}
-	for _, op := range []struct {
-		name string
-		op   func() error
-	}{
+	return allocFree(r.allocRuns(), []namedOp{
 		{"Alloc+Free", func() error {
 			h, err := c.Alloc(m.cls[1].Size)
 			if err != nil {
@@ -443,12 +396,7 @@ func checkClassesAllocs(r *clCase) error {
 			_, err := c.Drain()
 			return contractErr("Drain", err)
 		}},
-	} {
-		if err := noAllocs(r.allocRuns(), op.name, op.op); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // bigChunk fills chunk with up to per handles of every class, in a random

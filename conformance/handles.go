@@ -21,6 +21,49 @@ func mkHandle(poolID, idx uint32, gen uint64) pool.Handle {
 	return h
 }
 
+// forge forges a handle near the live one (id, idx, gen) of an allocator of
+// n blocks (or pages), as forgery kind k: a generation a little off, one
+// bit flipped or any (0-2, 6), an index inside, just past or far past the
+// n there are (3, 4), a bit of the id flipped (5), or, for any other k, a
+// small index and generation. It returns the fields and the error the
+// forgery must be refused with, unless it is a live handle.
+func forge(rng *rand.Rand, k int, id, idx uint32, gen uint64, n int) (uint32, uint32, uint64, error) {
+	pid := id
+	switch k {
+	case 0:
+		gen += uint64(1 + rng.IntN(4))
+	case 1:
+		gen -= uint64(1 + rng.IntN(4))
+	case 2:
+		gen ^= 1 << rng.IntN(64)
+	case 3:
+		idx = uint32(rng.IntN(n + 8))
+	case 4:
+		idx = uint32(n) + rng.Uint32N(1<<20)
+	case 5:
+		pid ^= 1 << rng.IntN(32)
+	case 6:
+		gen = rng.Uint64()
+	default:
+		idx, gen = uint32(rng.IntN(n)), uint64(rng.IntN(8))
+	}
+	return pid, idx, gen, refusal(id, pid, idx, gen, n)
+}
+
+// refusal is the error a handle (pid, idx, gen) that is no live handle of
+// the allocator id of n blocks (or pages) must be refused with.
+func refusal(id, pid, idx uint32, gen uint64, n int) error {
+	switch {
+	case pid == 0 && idx == 0 && gen == 0:
+		return pool.ErrZeroHandle
+	case pid != id:
+		return pool.ErrForeignHandle
+	case int(idx) >= n:
+		return pool.ErrOutOfRange
+	}
+	return pool.ErrStaleHandle
+}
+
 // poolID returns the pool id a handle carries.
 func poolID(h pool.Handle) uint32 {
 	b, _ := h.MarshalBinary()

@@ -12,11 +12,7 @@ import (
 	"github.com/locus-go/locus/pool"
 )
 
-func checkPagesPins(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesPins(r *pgCase, m *pgModel) error {
 	// Every run of an evictable type, some pinned many times: the pinned
 	// ones survive Evict and allocation pressure; Free drops every pin.
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -73,23 +69,19 @@ func checkPagesPins(r *pgCase) error {
 	return m.churn(r, rng, scaled(2000), func(int) error { return m.check("") })
 }
 
-func checkPagesLRU(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesLRU(r *pgCase, m *pgModel) error {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for round := range scaled(20) {
+	return m.rounds(scaled(20), func(round int) error {
 		// Runs of the two types that share a priority, unpinned in a
 		// random order, some pinned and unpinned again.
-		for m.Used < m.Pages {
+		if err := m.fill(func(left int) (int, pages.Content) {
 			c := kvCache
 			if rng.IntN(2) == 0 {
 				c = adapter
 			}
-			if _, err := m.alloc(min(1+rng.IntN(3), m.Pages-m.Used), c); err != nil {
-				return err
-			}
+			return min(1+rng.IntN(3), left), c
+		}, nil); err != nil {
+			return err
 		}
 		for _, i := range rng.Perm(len(m.Live)) {
 			if err := m.unpin(m.Live[i]); err != nil {
@@ -117,33 +109,19 @@ func checkPagesLRU(r *pgCase) error {
 				return fmt.Errorf("round %d: %w", round, err)
 			}
 		}
-		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
-			return err
-		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
-func checkPagesPriority(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesPriority(r *pgCase, m *pgModel) error {
 	rng := rand.New(rand.NewPCG(13, 14))
-	for round := range scaled(20) {
+	return m.rounds(scaled(20), func(round int) error {
 		// Unpinned runs of every type, interleaved.
-		for m.Used < m.Pages {
+		if err := m.fill(func(left int) (int, pages.Content) {
 			c := pages.Content(rng.IntN(len(m.types)))
-			x, err := m.alloc(min(1+rng.IntN(3), m.Pages-m.Used), c)
-			if err != nil {
-				return err
-			}
-			if err := m.unpin(x); err != nil {
-				return err
-			}
+			return min(1+rng.IntN(3), left), c
+		}, m.unpin); err != nil {
+			return err
 		}
 		// Allocations of each priority: prefix may evict only prefix,
 		// kv and adapter up to their priority, weights everything
@@ -155,38 +133,18 @@ func checkPagesPriority(r *pgCase) error {
 				}
 			}
 		}
-		if err := m.evict(m.Pages / 8); err != nil {
-			return err
-		}
-		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
-			return err
-		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
-	}
-	return nil
+		return m.evict(m.Pages / 8)
+	})
 }
 
-func checkPagesMinimal(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesMinimal(r *pgCase, m *pgModel) error {
 	rng := rand.New(rand.NewPCG(15, 16))
-	for round := range scaled(20) {
+	return m.rounds(scaled(20), func(round int) error {
 		// Unpinned kv runs between pinned weights: evicting k runs frees
 		// runs of known lengths.
-		for m.Used < m.Pages {
-			x, err := m.alloc(min(1+rng.IntN(4), m.Pages-m.Used), kvCache)
-			if err != nil {
-				return err
-			}
-			if rng.IntN(4) != 0 {
-				if err := m.unpin(x); err != nil {
-					return err
-				}
-			}
+		if err := m.fill(func(left int) (int, pages.Content) { return min(1+rng.IntN(4), left), kvCache },
+			m.unpinIf(func() bool { return rng.IntN(4) != 0 })); err != nil {
+			return err
 		}
 		// Requests that fit after some evictions, and requests larger
 		// than all the free and evictable pages: those evict nothing.
@@ -199,54 +157,29 @@ func checkPagesMinimal(r *pgCase) error {
 				return fmt.Errorf("round %d: %w", round, err)
 			}
 		}
-		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
-			return err
-		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
-func checkPagesEvict(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesEvict(r *pgCase, m *pgModel) error {
 	rng := rand.New(rand.NewPCG(17, 18))
-	for round := range scaled(20) {
-		for m.Used < m.Pages {
-			x, err := m.alloc(min(1+rng.IntN(5), m.Pages-m.Used), pages.Content(rng.IntN(len(m.types))))
-			if err != nil {
-				return err
-			}
-			if rng.IntN(3) != 0 {
-				if err := m.unpin(x); err != nil {
-					return err
-				}
-			}
+	return m.rounds(scaled(20), func(round int) error {
+		if err := m.fill(func(left int) (int, pages.Content) {
+			n := min(1+rng.IntN(5), left)
+			return n, pages.Content(rng.IntN(len(m.types)))
+		}, m.unpinIf(func() bool { return rng.IntN(3) != 0 })); err != nil {
+			return err
 		}
 		for _, n := range []int{0, 1, 2, 3, 1 + rng.IntN(8), m.Pages / 4, m.Pages, math.MaxInt} {
 			if err := m.evict(n); err != nil {
 				return fmt.Errorf("round %d: %w", round, err)
 			}
 		}
-		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
-			return err
-		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
-func checkPagesEvictFunc(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesEvictFunc(r *pgCase, m *pgModel) error {
 	in := m.in
 	heard, probing := 0, false
 	in.log.probe = func(run pages.Run, c pages.Content) error {
@@ -281,18 +214,10 @@ func checkPagesEvictFunc(r *pgCase) error {
 		}
 		_, allocErr := in.Alloc(1, weights)
 		_, evictErr := in.Evict(1)
-		for _, call := range [...]struct {
-			name string
-			err  error
-		}{
+		return allFail(pages.ErrInEviction, "inside the EvictFunc", []call{
 			{"Alloc", allocErr}, {"Free", in.Free(run)}, {"Pin", in.Pin(run)}, {"Unpin", in.Unpin(run)},
 			{"Evict", evictErr}, {"Close", in.Close()},
-		} {
-			if !errors.Is(call.err, pages.ErrInEviction) {
-				return violationf(ErrContract, "%s inside the EvictFunc = %v, want pages.ErrInEviction", call.name, call.err)
-			}
-		}
-		return nil
+		})
 	}
 	rng := rand.New(rand.NewPCG(19, 20))
 	if err := m.churn(r, rng, scaled(2000), func(step int) error {
@@ -360,11 +285,7 @@ func (in *pagesInst) settle() {
 	in.log.pending = nil
 }
 
-func checkPagesWatermarks(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesWatermarks(r *pgCase, m *pgModel) error {
 	if m.High == 0 {
 		return violationf(ErrContract, "the model has no watermarks")
 	}
@@ -399,11 +320,7 @@ func checkPagesWatermarks(r *pgCase) error {
 	return m.churn(r, rng, scaled(2000), func(int) error { return m.check("") })
 }
 
-func checkPagesContentRange(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesContentRange(r *pgCase, m *pgModel) error {
 	in := m.in
 	if len(m.types) != pages.MaxContentTypes {
 		return violationf(ErrContract, "the model has %d content types, want %d", len(m.types), pages.MaxContentTypes)
@@ -430,7 +347,7 @@ func checkPagesContentRange(r *pgCase) error {
 	// type, in a random order, evicted one by one, then allocations of
 	// every priority under pressure.
 	rng := rand.New(rand.NewPCG(29, 30))
-	for round := range 6 {
+	if err := m.rounds(6, func(round int) error {
 		for m.Used < m.Pages {
 			x, err := m.alloc(min(1+rng.IntN(2), m.Pages-m.Used), pages.Content(rng.IntN(len(m.types))))
 			if err != nil {
@@ -453,12 +370,9 @@ func checkPagesContentRange(r *pgCase) error {
 				return fmt.Errorf("round %d: %w", round, err)
 			}
 		}
-		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
-			return err
-		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	return m.churn(r, rng, scaled(1000), func(int) error { return m.check("") })
 }

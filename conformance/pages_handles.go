@@ -10,11 +10,7 @@ import (
 	"github.com/locus-go/locus/pool"
 )
 
-func checkPagesStale(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesStale(r *pgCase, m *pgModel) error {
 	keep, err := m.alloc(3, kvCache)
 	if err != nil || keep == nil {
 		return errors.Join(err, violationf(ErrContract, "Alloc(3) on an empty region failed"))
@@ -125,21 +121,8 @@ func checkPagesInstances(r *pgCase) error {
 			return violationf(ErrContract, "Bytes: %v", err)
 		}
 	}
-	for pass := range 2 {
-		rng := rand.New(rand.NewPCG(uint64(pass), 9))
-		for _, b := range wholes {
-			for i := range b {
-				b[i] = byte(rng.Uint32())
-			}
-		}
-		rng = rand.New(rand.NewPCG(uint64(pass), 9))
-		for k, b := range wholes {
-			for i, v := range b {
-				if v != byte(rng.Uint32()) {
-					return violationf(ErrAliased, "byte %d of allocator %d's region was overwritten by a write to another allocator's region", i, k)
-				}
-			}
-		}
+	if k, i, ok := disjoint(wholes, 9); !ok {
+		return violationf(ErrAliased, "byte %d of allocator %d's region was overwritten by a write to another allocator's region", i, k)
 	}
 	return checkPagesClosedIdentity(r)
 }
@@ -188,11 +171,7 @@ func checkPagesClosedIdentity(r *pgCase) error {
 	return nil
 }
 
-func checkPagesForged(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesForged(r *pgCase, m *pgModel) error {
 	for m.Used < m.Pages*3/4 {
 		if _, err := m.alloc(1+m.Used%7, kvCache); err != nil {
 			return err
@@ -218,27 +197,14 @@ func checkPagesForged(r *pgCase) error {
 	for i := range scaled(3000) {
 		base := m.Pick(rng)
 		first, gen, pid := uint32(base.First), base.Key.Generation(), id
-		switch rng.IntN(9) {
-		case 0:
-			gen += uint64(1 + rng.IntN(4))
-		case 1:
-			gen -= uint64(1 + rng.IntN(4))
-		case 2:
-			gen ^= 1 << rng.IntN(64)
-		case 3:
-			first = uint32(rng.IntN(m.Pages + 8))
-		case 4:
-			first = uint32(m.Pages) + rng.Uint32N(1<<20)
-		case 5:
-			pid ^= 1 << rng.IntN(32)
-		case 6:
-			gen = rng.Uint64()
-		case 7:
+		var want error
+		if k := rng.IntN(9); k != 7 {
+			pid, first, gen, want = forge(rng, k, id, first, gen, m.Pages)
+		} else {
 			if base.N > 1 { // a page inside the run, with its generation
 				first += uint32(1 + rng.IntN(base.N-1))
 			}
-		default:
-			first, gen = uint32(rng.IntN(m.Pages)), uint64(rng.IntN(8))
+			want = refusal(id, pid, first, gen, m.Pages)
 		}
 		f := mkRun(pid, first, gen)
 		if x, live := m.ByKey[f]; live {
@@ -246,17 +212,6 @@ func checkPagesForged(r *pgCase) error {
 				return fmt.Errorf("forgery %d: %w", i, err)
 			}
 			continue
-		}
-		var want error
-		switch {
-		case f.IsZero():
-			want = pool.ErrZeroHandle
-		case pid != id:
-			want = pool.ErrForeignHandle
-		case int(first) >= m.Pages:
-			want = pool.ErrOutOfRange
-		default:
-			want = pool.ErrStaleHandle
 		}
 		var got error
 		name := ""
@@ -292,11 +247,7 @@ func checkPagesForged(r *pgCase) error {
 // count.
 const pinWrap = 1 << 16
 
-func checkPagesWrap(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesWrap(r *pgCase, m *pgModel) error {
 	in := m.in
 	// Everything but one page is taken, so that every run of one page is
 	// placed on that page, whatever the fit.

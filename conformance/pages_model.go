@@ -53,9 +53,6 @@ func regionTypes(ts []pages.ContentType) []model.Type {
 	return out
 }
 
-// newModel builds the model of the case's allocator.
-func newModel(r *pgCase) (*pgModel, error) { return newPgModel(r.x) }
-
 // want returns the Stats the model expects.
 func (m *pgModel) want() pages.Stats {
 	c := m.Count()
@@ -312,10 +309,7 @@ func (m *pgModel) refused(what string, r pages.Run, want error) error {
 	buf, bytesErr := in.Bytes(r)
 	_, _, spanErr := in.Span(r)
 	_, contErr := in.Content(r)
-	calls := [...]struct {
-		name string
-		err  error
-	}{
+	calls := [...]call{
 		{"Pins", pinsErr}, {"Bytes", bytesErr}, {"Span", spanErr}, {"Content", contErr},
 		{"Pin", in.Pin(r)}, {"Unpin", in.Unpin(r)}, {"Free", in.Free(r)},
 	}
@@ -387,6 +381,48 @@ func (m *pgModel) churn(r *pgCase, rng *rand.Rand, steps int, after func(step in
 		}
 		if err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
+		}
+	}
+	return nil
+}
+
+// fill fills the region with runs of the lengths and content next draws
+// (given the pages left), calling after, if set, on each.
+func (m *pgModel) fill(next func(left int) (int, pages.Content), after func(*pgRun) error) error {
+	for m.Used < m.Pages {
+		x, err := m.alloc(next(m.Pages - m.Used))
+		if err == nil && after != nil {
+			err = after(x)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unpinIf returns an after for fill that unpins the runs yes says.
+func (m *pgModel) unpinIf(yes func() bool) func(*pgRun) error {
+	return func(x *pgRun) error {
+		if yes() {
+			return m.unpin(x)
+		}
+		return nil
+	}
+}
+
+// rounds runs body n times, checking Stats and freeing every run after
+// each.
+func (m *pgModel) rounds(n int, body func(round int) error) error {
+	for round := range n {
+		if err := body(round); err != nil {
+			return err
+		}
+		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
+			return err
+		}
+		if err := m.freeAll(); err != nil {
+			return err
 		}
 	}
 	return nil

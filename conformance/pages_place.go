@@ -29,11 +29,7 @@ func runLengths(n int) []int {
 	return slices.DeleteFunc(ls, func(k int) bool { return k < 1 || k > n })
 }
 
-func checkPagesLengths(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesLengths(r *pgCase, m *pgModel) error {
 	for i, n := range runLengths(m.Pages) {
 		c := pages.Content(i % len(m.types))
 		x, err := m.alloc(n, c)
@@ -79,11 +75,7 @@ func checkPagesLengths(r *pgCase) error {
 // levels.
 var holeLengths = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257}
 
-func checkPagesPlacement(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesPlacement(r *pgCase, m *pgModel) error {
 	if err := checkPagesManyFreeRuns(m); err != nil {
 		return err
 	}
@@ -194,12 +186,9 @@ func checkPagesManyFreeRuns(m *pgModel) error {
 	return m.freeAll()
 }
 
-func checkPagesNoOverlap(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesNoOverlap(r *pgCase, m *pgModel) error {
 	rng := rand.New(rand.NewPCG(1, 2))
+	var err error
 	for step := range scaled(3000) {
 		if rng.IntN(5) < 2 && len(m.Live) > 0 {
 			err = m.free(m.Pick(rng))
@@ -250,11 +239,7 @@ func permutations(n int, f func([]int) error) error {
 	return perm(0)
 }
 
-func checkPagesCoalescing(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesCoalescing(r *pgCase, m *pgModel) error {
 	// fill fills the region: runs of 1, 2, 3, 5 and 8 pages, then whatever
 	// fills the free runs left, largest first.
 	fill := func() ([]*pgRun, error) {
@@ -334,11 +319,8 @@ func checkPagesCoalescing(r *pgCase) error {
 	return nil
 }
 
-func checkPagesExhaustion(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesExhaustion(r *pgCase, m *pgModel) error {
+	var err error
 	ones := make([]*pgRun, m.Pages)
 	for i := range ones {
 		if ones[i], err = m.alloc(1, weights); err != nil || ones[i] == nil {
@@ -376,11 +358,7 @@ func checkPagesExhaustion(r *pgCase) error {
 	return m.check("after filling the single free pages")
 }
 
-func checkPagesArguments(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesArguments(r *pgCase, m *pgModel) error {
 	in := m.in
 	x, err := m.alloc(2, kvCache)
 	if err != nil || x == nil {
@@ -410,11 +388,7 @@ func checkPagesArguments(r *pgCase) error {
 	return m.check("after refused arguments")
 }
 
-func checkPagesDefault(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesDefault(r *pgCase, m *pgModel) error {
 	in := m.in
 	if _, err := in.alloc(1, 1); !errors.Is(err, pool.ErrInvalidArgument) {
 		return violationf(ErrContract, "Alloc(1, content 1) with only the default content type = %v, want pool.ErrInvalidArgument", err)

@@ -1,22 +1,18 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
 	"github.com/locus-go/locus/pages"
 	"github.com/locus-go/locus/pool"
 )
 
-func checkPagesAccounting(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesAccounting(r *pgCase, m *pgModel) error {
 	return m.churn(r, rand.New(rand.NewPCG(23, 24)), scaled(4000), func(int) error { return m.check("") })
 }
 
@@ -151,11 +147,7 @@ wait:
 	return m.check("after the freshness check")
 }
 
-func checkPagesSnapshot(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesSnapshot(r *pgCase, m *pgModel) error {
 	in, ctx := m.in, r.ctx
 	if err := pageIdentities(in.Snapshot()); err != nil {
 		return fmt.Errorf("the first snapshot: %w", err)
@@ -166,37 +158,11 @@ func checkPagesSnapshot(r *pgCase) error {
 		}
 	}
 	quit := make(chan struct{})
-	var snaps atomic.Int64
 	var scrape crew
-	scrape.Go(func() error {
-		prev := in.Snapshot()
-		var first error // kept, so that the report does not depend on timing
-		for {
-			select {
-			case <-quit:
-				return first
-			case <-ctx.Done():
-				return first
-			default:
-			}
-			st := in.Snapshot()
-			snaps.Add(1)
-			err := pageIdentities(st)
-			if err == nil {
-				err = pagesNotBehind(prev, st)
-			}
-			if err != nil && first == nil {
-				first = fmt.Errorf("snapshot %d: %w", snaps.Load(), err)
-			}
-			prev = st
-			if snaps.Load()%64 == 0 {
-				var b backoff
-				b.n = spinYields // sleep a little: the owner needs the core
-				b.wait(ctx)
-			}
-		}
+	scraper(&scrape, ctx, quit, in.Snapshot, func(prev, st pages.Stats) error {
+		return cmp.Or(pageIdentities(st), pagesNotBehind(prev, st))
 	})
-	err = m.churn(r, rand.New(rand.NewPCG(25, 26)), scaled(3000), func(step int) error {
+	err := m.churn(r, rand.New(rand.NewPCG(25, 26)), scaled(3000), func(step int) error {
 		if step%4 != 0 {
 			return nil
 		}
@@ -216,11 +182,7 @@ func checkPagesSnapshot(r *pgCase) error {
 	return nil
 }
 
-func checkPagesClose(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesClose(r *pgCase, m *pgModel) error {
 	in := m.in
 	rng := rand.New(rand.NewPCG(27, 28))
 	if err := m.churn(r, rng, 200, nil); err != nil {
@@ -259,17 +221,12 @@ func checkPagesClose(r *pgCase) error {
 	_, bytesErr := in.Bytes(live)
 	_, _, spanErr := in.Span(live)
 	_, contErr := in.Content(live)
-	for _, c := range [...]struct {
-		name string
-		err  error
-	}{
+	if err := allFail(pool.ErrClosed, "after Close", []call{
 		{"Alloc", allocErr}, {"Evict", evictErr}, {"Pins", pinsErr}, {"Bytes", bytesErr}, {"Span", spanErr},
 		{"Content", contErr}, {"Free", in.Free(live)}, {"Pin", in.Pin(live)}, {"Unpin", in.Unpin(live)},
 		{"Free of the zero run", in.Free(pages.Run{})}, {"Close", in.Close()},
-	} {
-		if !errors.Is(c.err, pool.ErrClosed) {
-			return violationf(ErrContract, "%s after Close = %v, want pool.ErrClosed", c.name, c.err)
-		}
+	}); err != nil {
+		return err
 	}
 	if st := in.Stats(); st != final {
 		return violationf(ErrAccounting, "Stats after Close differs from Stats at Close: %s", fieldDiff(st, final))
@@ -280,11 +237,7 @@ func checkPagesClose(r *pgCase) error {
 	return nil
 }
 
-func checkPagesAllocs(r *pgCase) error {
-	m, err := newModel(r)
-	if err != nil {
-		return err
-	}
+func checkPagesAllocs(r *pgCase, m *pgModel) error {
 	in := m.in
 	keep, err := m.alloc(3, kvCache)
 	if err != nil || keep == nil {
@@ -298,10 +251,7 @@ func checkPagesAllocs(r *pgCase) error {
 		return err
 	}
 	// Owner calls on a region with room.
-	for _, c := range []struct {
-		name string
-		op   func() error
-	}{
+	if err := allocFree(r.allocRuns(), []namedOp{
 		{"Alloc+Free", func() error {
 			r, err := in.alloc(5, kvCache)
 			if err != nil {
@@ -333,10 +283,8 @@ func checkPagesAllocs(r *pgCase) error {
 			in.Snapshot()
 			return nil
 		}},
-	} {
-		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	// Evictions: the rest of the region in one unpinned run, evicted by
 	// each Alloc of its length, or by Evict.
@@ -359,10 +307,7 @@ func checkPagesAllocs(r *pgCase) error {
 		return contractErr("Unpin", err)
 	}
 	log.runs, log.conts = log.runs[:0], log.conts[:0]
-	for _, c := range []struct {
-		name string
-		op   func() error
-	}{
+	if err := allocFree(r.allocRuns(), []namedOp{
 		{"an Alloc that evicts", again},
 		{"Evict", func() error {
 			if n, err := in.evict(1); n != m.Pages-3 || err != nil {
@@ -375,10 +320,8 @@ func checkPagesAllocs(r *pgCase) error {
 			}
 			return contractErr("Unpin", in.Unpin(r))
 		}},
-	} {
-		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	// The same with the rest of the region in three unpinned runs: each
 	// Alloc of its length, or Evict, evicts all three.
@@ -403,10 +346,7 @@ func checkPagesAllocs(r *pgCase) error {
 	if err := refill(); err != nil {
 		return err
 	}
-	for _, c := range []struct {
-		name string
-		op   func() error
-	}{
+	return allocFree(r.allocRuns(), []namedOp{
 		{"an Alloc that evicts three runs", func() error {
 			r, err := in.alloc(rest, kvCache)
 			if err != nil {
@@ -426,10 +366,5 @@ func checkPagesAllocs(r *pgCase) error {
 			}
 			return refill()
 		}},
-	} {
-		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }

@@ -10,13 +10,6 @@ import (
 	"github.com/locus-go/locus/pool"
 )
 
-func wantIs(what string, err, target error) error {
-	if !errors.Is(err, target) {
-		return violationf(ErrContract, "%s = %v, want %v", what, err, target)
-	}
-	return nil
-}
-
 func checkFresh(r *plRun) error {
 	s := r.x
 	n := capacityOf(s)
@@ -605,25 +598,7 @@ func checkForged(r *plRun) error {
 	rejected := uint64(4)
 	for i := range 3000 {
 		base := live[rng.IntN(len(live))]
-		idx, gen, pid := uint32(base.Index()), base.Generation(), id
-		switch rng.IntN(8) {
-		case 0:
-			gen += uint64(1 + rng.IntN(4))
-		case 1:
-			gen -= uint64(1 + rng.IntN(4))
-		case 2:
-			gen ^= 1 << (rng.IntN(64))
-		case 3:
-			idx = uint32(rng.IntN(n + 8))
-		case 4:
-			idx = uint32(n) + rng.Uint32N(1<<20)
-		case 5:
-			pid ^= 1 << rng.IntN(32)
-		case 6:
-			gen = rng.Uint64()
-		default:
-			idx, gen = uint32(rng.IntN(n)), uint64(rng.IntN(8))
-		}
+		pid, idx, gen, want := forge(rng, rng.IntN(8), id, uint32(base.Index()), base.Generation(), n)
 		f := mkHandle(pid, idx, gen)
 		_, err := s.Bytes(f)
 		if isLive[f] {
@@ -633,17 +608,6 @@ func checkForged(r *plRun) error {
 			continue
 		}
 		rejected++
-		var want error
-		switch {
-		case f.IsZero():
-			want = pool.ErrZeroHandle
-		case pid != id:
-			want = pool.ErrForeignHandle
-		case int(idx) >= n:
-			want = pool.ErrOutOfRange
-		default:
-			want = pool.ErrStaleHandle
-		}
 		if !errors.Is(err, want) {
 			return violationf(ErrAliased, "forgery %d: Bytes(%v) = %v, want %v (the live handle of that block is not it)", i, f, err, want)
 		}

@@ -80,10 +80,7 @@ func checkClose(r *plRun) error {
 	_, errBytes := s.Bytes(h)
 	_, errDrain := s.Drain()
 	_, errSender := s.NewSender()
-	for _, c := range []struct {
-		what string
-		err  error
-	}{
+	if err := allFail(pool.ErrClosed, "after Close", []call{
 		{"Alloc", errAlloc},
 		{"AllocBytes", errAllocBytes},
 		{"AllocChunk of 0", s.AllocChunk(nil)},
@@ -99,10 +96,8 @@ func checkClose(r *plRun) error {
 		{"Drain", errDrain},
 		{"NewSender", errSender},
 		{"second Close", s.Close()},
-	} {
-		if err := wantIs(c.what+" after Close", c.err, pool.ErrClosed); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	lengths := closeLengths(bd, bounded, r.longest())
 	if err := senderFails("after Close, a sender with frees pending", used, h, lengths); err != nil {

@@ -15,29 +15,23 @@ import (
 // keeps draining, as a bounded transport needs. It returns how many blocks
 // the drains freed and what they reported; a failed send is a violation.
 func sendDraining(ctx context.Context, s subject, snd sender, chunk []pool.Handle) (int, []error, error) {
-	var c crew
-	c.Go(func() error {
-		if err := snd.FreeChunk(chunk); err != nil {
-			return violationf(ErrContract, "sender FreeChunk of %d handles: %v", len(chunk), err)
-		}
-		return nil
+	return drainSending(ctx, s.Drain, false, func() error {
+		return contractErr(fmt.Sprintf("sender FreeChunk of %d handles", len(chunk)), snd.FreeChunk(chunk))
 	})
-	drained := 0
-	var reports []error
-	var b backoff
-	for !c.finished() {
-		n, err := s.Drain()
-		drained += n
-		if err != nil {
-			reports = append(reports, err)
-		}
-		if n > 0 {
-			b.reset()
-		} else if !b.wait(ctx) {
-			return drained, reports, c.stopped("senders' FreeChunk calls were")
-		}
+}
+
+// retire closes a sender and checks that a FreeChunk of chunk through it
+// then fails with pool.ErrClosed.
+func retire[H any](snd interface {
+	Close() error
+	FreeChunk([]H) error
+}, chunk []H) error {
+	closeErr := snd.Close()
+	err := snd.FreeChunk(chunk)
+	if closeErr != nil {
+		return violationf(ErrContract, "Sender.Close = %v, want nil", closeErr)
 	}
-	return drained, reports, c.wait(ctx, "senders")
+	return wantIs("FreeChunk of a retired sender", err, pool.ErrClosed)
 }
 
 // room returns how many handles, up to want, one sender can free with one
@@ -138,13 +132,9 @@ func checkDrainUntilSatisfied(r *plRun) error {
 	if bounded {
 		ks = append(ks, bd.Batch-1, bd.Batch, bd.Batch+1, 2*bd.Batch+1, 3*bd.Batch+2, perSender, perSender+1)
 	}
-	snds := make([]sender, senders)
-	for i := range snds {
-		snd, err := s.NewSender()
-		if err != nil {
-			return violationf(ErrContract, "NewSender: %v", err)
-		}
-		snds[i] = snd
+	snds, err := several(senders, "NewSender", s.NewSender)
+	if err != nil {
+		return err
 	}
 	all := make([]pool.Handle, n)
 	if err := s.AllocChunk(all); err != nil {
@@ -365,11 +355,8 @@ func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) e
 				// A request's sender serves up to three jobs, so that
 				// every worker's is live most of the time.
 				if served++; perRequest && served%3 == 0 {
-					if err := snd.Close(); err != nil && bad == nil {
-						bad = violationf(ErrContract, "Sender.Close = %v, want nil", err)
-					}
-					if err := snd.FreeChunk(j.hs[:1]); !errors.Is(err, pool.ErrClosed) && bad == nil {
-						bad = violationf(ErrContract, "FreeChunk of a retired sender = %v, want pool.ErrClosed", err)
+					if err := retire(snd, j.hs[:1]); bad == nil {
+						bad = err
 					}
 					snd = nil
 				}
@@ -387,15 +374,7 @@ func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) e
 		for _, j := range jobs {
 			close(j)
 		}
-		var b backoff
-		for !c.finished() {
-			if m, _ := s.Drain(); m > 0 {
-				b.reset()
-			} else if !b.wait(ctx) {
-				return errors.Join(err, c.stopped("workers were"))
-			}
-		}
-		return errors.Join(err, c.wait(ctx, "workers"))
+		return errors.Join(err, c.drainOut(ctx, s.Drain))
 	}
 	// A drain error here means a handle freed once was rejected: the
 	// transport delivered it twice or corrupted it.
@@ -690,13 +669,9 @@ func checkTryFree(r *plRun) error {
 // of several senders then finds it full.
 func sharedQueueTurns(s subject, bd pool.Bounds) error {
 	const senders = 6
-	snds := make([]sender, senders)
-	for i := range snds {
-		snd, err := s.NewSender()
-		if err != nil {
-			return violationf(ErrContract, "NewSender: %v", err)
-		}
-		snds[i] = snd
+	snds, err := several(senders, "NewSender", s.NewSender)
+	if err != nil {
+		return err
 	}
 	filler, err := s.Alloc()
 	if err != nil {

@@ -203,6 +203,36 @@ func checkAccounting(r *plRun) error {
 	return nil
 }
 
+// scraper reads snapshots on a goroutine of c until quit closes or ctx
+// ends, checks each with check, against the one before, and returns the
+// first violation, going on to the end so that what a case reports does
+// not depend on who saw what first. Every 64 reads it sleeps a little: the
+// owner needs the core.
+func scraper[S any](c *crew, ctx context.Context, quit <-chan struct{}, snapshot func() S, check func(prev, st S) error) {
+	c.Go(func() error {
+		prev := snapshot()
+		var first error
+		for i := 1; ; i++ {
+			select {
+			case <-quit:
+				return first
+			case <-ctx.Done():
+				return first
+			default:
+			}
+			st := snapshot()
+			if err := check(prev, st); err != nil && first == nil {
+				first = fmt.Errorf("snapshot %d: %w", i, err)
+			}
+			prev = st
+			if i%64 == 0 {
+				b := backoff{n: spinYields}
+				b.wait(ctx)
+			}
+		}
+	})
+}
+
 // checkSnapshotFresh: an owner that only drains keeps a scraper fresh. The
 // owner allocates without calling Stats; a Snapshot asked for later (past
 // the freshness window of the last publication) gets the allocations once
@@ -336,14 +366,9 @@ func checkSnapshot(r *plRun) error {
 		for _, j := range jobs {
 			close(j)
 		}
-		var b backoff
-		for !work.finished() {
-			if m, _ := s.Drain(); m == 0 && !b.wait(ctx) {
-				break
-			}
-		}
+		err = errors.Join(err, work.drainOut(ctx, s.Drain))
 		close(quit)
-		return errors.Join(err, work.wait(ctx, "workers"), scrape.wait(ctx, "scrapers"))
+		return errors.Join(err, scrape.wait(ctx, "scrapers"))
 	}
 	rng := rand.New(rand.NewPCG(8, 9))
 	bd, bounded := s.bounds()
@@ -447,10 +472,7 @@ func checkPoolAllocs(r *plRun) error {
 	if err := s.Free(stale); err != nil {
 		return violationf(ErrContract, "Free: %v", err)
 	}
-	for _, c := range []struct {
-		name string
-		op   func() error
-	}{
+	if err := allocFree(r.allocRuns(), []namedOp{
 		{"Alloc+Free", func() error {
 			h, err := s.Alloc()
 			if err != nil {
@@ -516,10 +538,8 @@ func checkPoolAllocs(r *plRun) error {
 			s.Snapshot()
 			return nil
 		}},
-	} {
-		if err := noAllocs(r.allocRuns(), c.name, c.op); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	// Long chunks, and several senders' queues holding blocks at once.
 	room := func() int { st := s.Stats(); return st.Capacity - st.Live }

@@ -431,6 +431,51 @@ func (c *crew) wait(ctx context.Context, what string) error {
 	return c.first()
 }
 
+// drainOut waits for the crew while the owner drains: a worker blocked on a
+// full bounded transport needs the owner to make room.
+func (c *crew) drainOut(ctx context.Context, drain func() (int, error)) error {
+	var b backoff
+	for !c.finished() {
+		if n, _ := drain(); n > 0 {
+			b.reset()
+		} else if !b.wait(ctx) {
+			return c.stopped("workers were")
+		}
+	}
+	return c.wait(ctx, "workers")
+}
+
+// drainSending runs send on a goroutine of its own while the owner keeps
+// draining, as a bounded transport needs: until send returns, or, with
+// dry, until a Drain that started after send returned brings nothing. It
+// returns how many blocks the drains freed and the errors they reported.
+func drainSending(ctx context.Context, drain func() (int, error), dry bool, send func() error) (int, []error, error) {
+	var c crew
+	c.Go(send)
+	got := 0
+	var reports []error
+	var b backoff
+	for {
+		done := c.finished() // before the drain
+		if done && !dry {
+			return got, reports, c.wait(ctx, "senders")
+		}
+		n, err := drain()
+		got += n
+		if err != nil {
+			reports = append(reports, err)
+		}
+		switch {
+		case n > 0 || err != nil:
+			b.reset()
+		case done:
+			return got, reports, c.wait(ctx, "senders")
+		case !b.wait(ctx):
+			return got, reports, c.stopped("senders were")
+		}
+	}
+}
+
 // stopped waits up to stopGrace for a crew whose case was stopped by its
 // watchdog and returns the deadlock violation to report.
 func (c *crew) stopped(what string) error {

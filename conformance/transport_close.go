@@ -497,13 +497,9 @@ func retireInPlace(r *trRun, bd pool.Bounds, bounded bool) error {
 	src := newHandleSource(22)
 	l := newLedger(src, live)
 	for j := range live {
-		prods := make([]pool.Producer, live)
-		for p := range prods {
-			prod, err := tr.NewProducer()
-			if err != nil {
-				return violationf(ErrContract, "NewProducer: %v", err)
-			}
-			prods[p] = prod
+		prods, err := several(live, "NewProducer", tr.NewProducer)
+		if err != nil {
+			return err
 		}
 		for p, prod := range prods {
 			chunk := freshChunk(src, p, 1)

@@ -114,13 +114,9 @@ func checkDrainEmpty(r *trRun) error {
 			return violationf(ErrCorrupted, "drain %d of a transport with no producer delivered %d handles", i, n)
 		}
 	}
-	prods := make([]pool.Producer, 3)
-	for i := range prods {
-		p, err := tr.NewProducer()
-		if err != nil {
-			return violationf(ErrContract, "NewProducer: %v", err)
-		}
-		prods[i] = p
+	prods, err := several(3, "NewProducer", tr.NewProducer)
+	if err != nil {
+		return err
 	}
 	for i := range 200 {
 		if n := l.drain(tr); n != 0 {
@@ -150,13 +146,9 @@ func checkDrainAfterSend(r *trRun) error {
 	const producers = 12
 	src := newHandleSource(2)
 	l := newLedger(src, producers)
-	prods := make([]pool.Producer, producers)
-	for p := range prods {
-		prod, err := tr.NewProducer()
-		if err != nil {
-			return violationf(ErrContract, "NewProducer: %v", err)
-		}
-		prods[p] = prod
+	prods, err := several(producers, "NewProducer", tr.NewProducer)
+	if err != nil {
+		return err
 	}
 	// The owner's own Send of one handle, then one Drain, many times.
 	for i := range 100 {
@@ -713,14 +705,11 @@ func checkTransportAllocs(r *trRun) error {
 		senders = min(senders, bd.Capacity)
 	}
 	if senders >= 2 {
-		prods := []pool.Producer{prod}
-		for range senders - 1 {
-			p, err := tr.NewProducer()
-			if err != nil {
-				return violationf(ErrContract, "NewProducer: %v", err)
-			}
-			prods = append(prods, p)
+		more, err := several(senders-1, "NewProducer", tr.NewProducer)
+		if err != nil {
+			return err
 		}
+		prods := append([]pool.Producer{prod}, more...)
 		chunk := handles(1)
 		all := func(c []pool.Handle) error {
 			for _, p := range prods {

@@ -83,6 +83,31 @@ func contractErr(what string, err error) error {
 	return nil
 }
 
+// call is a call's name and the error it returned.
+type call struct {
+	name string
+	err  error
+}
+
+// allFail checks that every call failed with want; after says when, in a
+// violation.
+func allFail(want error, after string, calls []call) error {
+	for _, c := range calls {
+		if err := wantIs(c.name+" "+after, c.err, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wantIs is a contract violation unless err is target.
+func wantIs(what string, err, target error) error {
+	if !errors.Is(err, target) {
+		return violationf(ErrContract, "%s = %v, want %v", what, err, target)
+	}
+	return nil
+}
+
 // drainBlocks calls drain until want blocks came back, reporting them lost
 // if a drain fails or want drains (more than enough for one block each)
 // bring too few.
