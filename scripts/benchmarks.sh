@@ -15,6 +15,7 @@
 #                                   a third stability check of h100-scale.json)
 #   h100-gpu.json, h100-gpu-tests.log  scripts/gpu.sh run (the H100)
 #   dev-tiers.json                  go run ./cmd/locus-eval tiers -json (the development machine)
+#   dev-tiers-direct.json           go run ./cmd/locus-eval tiers -json -direct (the development machine)
 #   dev-chat-sha256.json            go run ./cmd/locus-eval chat -json (the development machine)
 #   dev-chat-xxhash.json            go run ./cmd/locus-eval chat -json -hash xxhash_cbor (the development machine)
 #   dev-adapters.json               go run ./cmd/locus-eval adapters -json (the development machine)
@@ -27,6 +28,6 @@ trap 'rm -rf "$tmp"' EXIT
 go run ./cmd/locus-cuda report benchmarks/h100-gpu.json >"$tmp/gpu.md"
 go run ./cmd/locus-eval report -include "$tmp/gpu.md" \
 	benchmarks/dev-run.json benchmarks/h100-run.json benchmarks/dev-thread.json benchmarks/h100-scale.json \
-	benchmarks/dev-tiers.json benchmarks/h100-tiers.json \
+	benchmarks/dev-tiers.json benchmarks/dev-tiers-direct.json benchmarks/h100-tiers.json \
 	benchmarks/dev-chat-sha256.json benchmarks/dev-chat-xxhash.json benchmarks/h100-chat-sha256.json benchmarks/h100-chat-xxhash.json \
 	benchmarks/dev-adapters.json benchmarks/h100-adapters.json benchmarks/dev-fleet.json benchmarks/h100-fleet.json
