@@ -337,6 +337,10 @@ func measureTiers(o tiersOptions) (*tiersDoc, error) {
 	}
 	if b.directIO {
 		doc.Disk.DirectIO, doc.Disk.PageCache = true, false
+		doc.Disk.Stores = "O_DIRECT, no fsync"
+		if o.sync {
+			doc.Disk.Stores = "O_DIRECT, fsync after every block"
+		}
 	}
 	if o.chat {
 		if doc.Chat, err = measureChat(b); err != nil {
@@ -1035,7 +1039,7 @@ func writeTiers(w io.Writer, d *tiersDoc) error {
 	}
 	reads := "reads from the page cache (nothing dropped)"
 	if d.Disk.DirectIO {
-		reads = "O_DIRECT: stores and reads go to the device"
+		reads = "reads O_DIRECT too: the page cache is bypassed"
 	}
 	fmt.Fprintf(bw, "disk: %s (%s%s); stores %s; %s\n", d.Disk.Dir, fs, tmp, d.Disk.Stores, reads)
 	workers := fmt.Sprintf("the default, %d", d.Workers.Default)

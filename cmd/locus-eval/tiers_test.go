@@ -349,7 +349,7 @@ func TestTiersDirect(t *testing.T) {
 	}
 	want := "-direct was asked, but this file system refuses O_DIRECT"
 	if d.Disk.DirectIO {
-		want = "O_DIRECT: stores and reads go to the device"
+		want = "stores O_DIRECT, no fsync; reads O_DIRECT too"
 	}
 	if !strings.Contains(text.String(), want) {
 		t.Errorf("the text does not say %q:\n%s", want, text.String())
