@@ -175,11 +175,12 @@ func WithWatermarks(high, low float64) Option {
 }
 
 // WithMaxPinned caps the share of the pool that pinned blocks may hold, so
-// that pins can never starve admissions: 0 < share <= 1, rounded down to
+// that pins cannot starve admissions: 0 < share <= 1, rounded down to
 // whole blocks (a share below one block forbids pinning). Without the
 // option the cap is DefaultMaxPinned, half the pool; 0 means no cap
-// (pins may hold the whole pool), and a share outside 0 to 1 fails New
-// with ErrInvalidConfig.
+// (pins may hold the whole pool, and then starve admissions), and a share
+// outside 0 to 1 fails New with ErrInvalidConfig. (Before this version 0
+// forbade pinning; a share under one block does that now.)
 func WithMaxPinned(share float64) Option { return optionFunc(func(c *config) { c.maxPinned = share }) }
 
 // WithSubscriber makes the manager call fn with every cache event (see

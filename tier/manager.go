@@ -385,6 +385,15 @@ func (m *Manager) PrepareStore(keys []Key) (StorePlan, error) {
 	plan, err := m.prepareStore(keys)
 	if err == nil && !plan.Job.IsZero() {
 		m.jobs[plan.Job.idx].copying = false
+		if ds, ok := m.st.(DirectStorage); ok {
+			for _, s := range plan.Slots {
+				if err = ds.Invalidate(s); err != nil {
+					_ = m.finishStore(plan.Job.idx, false)
+					plan = StorePlan{}
+					break
+				}
+			}
+		}
 	}
 	m.debugCheck()
 	return plan, err
@@ -546,10 +555,20 @@ func (m *Manager) CompleteStore(j Job, ok bool) error {
 	if j.IsZero() {
 		return nil
 	}
-	if _, err := m.jobOf(j, storeJob); err != nil {
+	rec, err := m.jobOf(j, storeJob)
+	if err != nil {
 		return err
 	}
-	err := m.finishStore(j.idx, ok)
+	if ds, direct := m.st.(DirectStorage); direct && ok && rec.epoch == m.epoch {
+		for _, s := range rec.slots {
+			if sl := &m.slots[s]; !sl.orphan {
+				if ok = ds.Commit(int(s), sl.key, sl.gen) == nil; !ok {
+					break
+				}
+			}
+		}
+	}
+	err = m.finishStore(j.idx, ok)
 	m.debugCheck()
 	return err
 }

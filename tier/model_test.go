@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locus-go/locus/tier"
+	"github.com/locus-go/locus/tier/host"
 )
 
 // The model: what a Manager must hold after any sequence of calls, kept by
@@ -23,7 +24,7 @@ type mblock struct {
 	storing bool
 	pins    int
 	orphan  bool // left the index (Reset, a failed load), held by a job
-	written bool // stored by Store: a Load of it reads its bytes
+	written bool // stored by Store, or by hand over a DirectStorage: a Load of it reads its bytes
 }
 
 type mjob struct {
@@ -39,6 +40,7 @@ type model struct {
 	jobs     map[tier.Job]*mjob
 	async    map[tier.Job]bool // Store and Load jobs, completed by Drain
 	epoch    int               // Resets so far
+	direct   bool              // the storage is a DirectStorage: a hand store commits its slots
 }
 
 func newModel(capacity int) *model {
@@ -81,8 +83,8 @@ func (md *model) result(k tier.Key) tier.Result {
 }
 
 // loadFails returns the index of the block a Load job fails at: the
-// first that no Store wrote (a hand-stored block's slot holds another
-// block, or nothing), or -1.
+// first that no Store wrote (over a storage that is not a DirectStorage, a
+// hand-stored block's slot holds another block, or nothing), or -1.
 func (md *model) loadFails(rec *mjob) int {
 	for i, b := range rec.blocks {
 		if !b.written {
@@ -375,7 +377,7 @@ func (h *modelHarness) prepareStore(ks []tier.Key, async bool) {
 	}
 	rec := &mjob{epoch: md.epoch}
 	for _, k := range fresh {
-		b := &mblock{key: k, storing: true, written: async}
+		b := &mblock{key: k, storing: true, written: async || md.direct}
 		md.byKey[k] = b
 		rec.blocks = append(rec.blocks, b)
 	}
@@ -423,9 +425,27 @@ func cmpString(a, b string) int {
 
 // runModel runs the ops in data (one op byte and four argument bytes per
 // step) against a fresh Manager and the model, then drains every copy.
-func runModel(t *testing.T, data []byte, ev func(int) tier.Eviction) tier.Stats {
-	m := newManager(t, 8, tier.WithEviction(ev), tier.WithWorkers(2))
-	h := &modelHarness{t: t, m: m, md: newModel(8), nkey: 14}
+// With direct the storage is a host tier, a DirectStorage; without, the
+// same tier behind a Storage that is not one, so that a store by hand
+// (PrepareStore, CompleteStore with nothing written) leaves a slot a Load
+// of it fails at.
+func runModel(t *testing.T, data []byte, ev func(int) tier.Eviction, direct bool) tier.Stats {
+	st, err := host.New(bs, 8, host.WithHeap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var storage tier.Storage = st
+	if !direct {
+		storage = struct{ tier.Storage }{st}
+	}
+	m, err := tier.New(storage, tier.WithEviction(ev), tier.WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	md := newModel(8)
+	md.direct = direct
+	h := &modelHarness{t: t, m: m, md: md, nkey: 14}
 	for len(data) > 0 {
 		n := min(len(data), 5)
 		h.step(data[0], data[1:n])
@@ -470,8 +490,9 @@ func TestModel(t *testing.T) {
 	}{{"lru", tier.NewLRU}, {"s3fifo", tier.NewS3FIFO}} {
 		var sum tier.Stats
 		for i, seed := range modelSeeds() {
+			t.Run(fmt.Sprintf("%s/%d/direct", ev.name, i), func(t *testing.T) { runModel(t, seed, ev.f, true) })
 			t.Run(fmt.Sprintf("%s/%d", ev.name, i), func(t *testing.T) {
-				s := runModel(t, seed, ev.f)
+				s := runModel(t, seed, ev.f, false)
 				sum.Removed += s.Removed
 				sum.RemoveBusy += s.RemoveBusy
 				sum.Evictions += s.Evictions
@@ -504,6 +525,6 @@ func FuzzModel(f *testing.F) {
 		if len(data) > 0 && data[len(data)-1]&1 == 1 {
 			ev = tier.NewS3FIFO
 		}
-		_ = runModel(t, data, ev)
+		_ = runModel(t, data, ev, len(data) > 0 && data[0]&1 == 1)
 	})
 }

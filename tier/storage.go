@@ -68,6 +68,27 @@ type BatchStorage interface {
 	ReadSlots(slots []int, keys []Key, gens []uint64, dsts [][]byte) (failed int, err error)
 }
 
+// DirectStorage is a Storage whose slots an engine may also write itself,
+// between PrepareStore and CompleteStore (a DMA from the device into the
+// host rows of the plan's slots: tier/host's Slot). The medium keeps its
+// own record of what a slot holds (what ReadSlot checks, what a restart
+// recovers, a header that other processes read), which such a write
+// bypasses, so the Manager keeps it right: PrepareStore invalidates every
+// slot it hands out before it returns the plan (the engine may write from
+// then on), and CompleteStore with ok commits every stored slot (the
+// engine has written it by then). Store, which copies on the Manager's
+// workers through WriteSlot, needs neither. Implement it for a medium an
+// engine can address directly; a file or a remote store cannot be.
+type DirectStorage interface {
+	Storage
+	// Invalidate records that slot holds no block. It fails only on a
+	// closed medium.
+	Invalidate(slot int) error
+	// Commit records that slot holds the block of key k, written with
+	// generation gen. It fails only on a closed medium.
+	Commit(slot int, k Key, gen uint64) error
+}
+
 // Recovered is a block a Storage holds from an earlier run.
 type Recovered struct {
 	Slot int

@@ -18,7 +18,8 @@ type View struct {
 
 // OpenView maps the file at path read-only and shared. It fails with the
 // system's error for a missing or unreadable file, with an error wrapping
-// pool.ErrInvalidConfig for an empty one, and with one wrapping
+// pool.ErrInvalidConfig for an empty one or one that is not a regular
+// file (a FIFO, a device, a directory), and with one wrapping
 // errors.ErrUnsupported off Linux.
 func OpenView(path string) (*View, error) { return openView(path) }
 

@@ -11,7 +11,9 @@ import (
 )
 
 func openView(path string) (*View, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO or a device at path must not block the open;
+	// it is refused below. It changes nothing for a regular file.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("mmap: %w", err)
 	}
@@ -19,6 +21,9 @@ func openView(path string) (*View, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("mmap: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: mmap: %s is not a regular file (%v)", pool.ErrInvalidConfig, path, fi.Mode().Type())
 	}
 	size := fi.Size()
 	if size <= 0 || size > int64(maxInt) {

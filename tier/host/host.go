@@ -168,7 +168,7 @@ type Tier struct {
 	nextGen  uint64
 }
 
-var _ tier.Storage = (*Tier)(nil)
+var _ tier.DirectStorage = (*Tier)(nil)
 
 // New builds a host tier of blocks rows of blockSize bytes. It fails with
 // an error wrapping pool.ErrInvalidConfig for a non-positive size or count,
@@ -190,8 +190,12 @@ func New(blockSize, blocks int, opts ...Option) (*Tier, error) {
 		if cfg.heap {
 			return nil, fmt.Errorf("%w: host: WithSharedFile cannot be combined with WithHeap", pool.ErrInvalidConfig)
 		}
+		meta, fits := metaSize(blocks)
+		if blocks > 0 && blocks <= pool.MaxBlocks && !fits {
+			return nil, fmt.Errorf("%w: host: a shared file of %d rows: their headers do not fit in memory", pool.ErrInvalidConfig, blocks)
+		}
 		if blocks > 0 && blocks <= pool.MaxBlocks {
-			cfg.mmapOpts = append(cfg.mmapOpts, mmap.WithFile(cfg.shared), mmap.WithMeta(metaSize(blocks)))
+			cfg.mmapOpts = append(cfg.mmapOpts, mmap.WithFile(cfg.shared), mmap.WithMeta(meta))
 		}
 	}
 	if blockSize <= 0 || blocks <= 0 || blocks > pool.MaxBlocks {
@@ -288,9 +292,13 @@ func (t *Tier) Bytes() int64 {
 func (t *Tier) Mapped() bool { return t != nil && t.mapped != nil }
 
 // Slot returns row i's memory, for an engine that copies itself (a DMA
-// into the slots of a tier.Manager's PrepareStore plan); nil for an i out
-// of range or after Close. The Manager's slot states say when a row may
-// be written or read.
+// into the slots of a tier.Manager's PrepareStore plan, then
+// CompleteStore; or out of a PrepareLoad plan's); nil for an i out of
+// range or after Close. The Manager's slot states say when a row may be
+// written or read, and it keeps the row's record right around such a
+// write (Tier is a tier.DirectStorage): PrepareStore invalidates the row,
+// so that neither a Peer nor a restart takes it for its old block while
+// the engine writes it, and CompleteStore commits it.
 func (t *Tier) Slot(i int) []byte {
 	if t == nil || t.closed || i < 0 || i >= len(t.rows) {
 		return nil
@@ -319,6 +327,33 @@ func (t *Tier) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
 	copy(t.rows[slot], src)
 	if t.shared != nil {
 		t.shared.put(slot, k, gen, t.bs) // after it
+	}
+	t.meta[slot] = meta{key: k, gen: gen, valid: true}
+	return nil
+}
+
+// Invalidate records that row slot holds no block (in a shared file too:
+// its header is cleared), before an engine writes the row itself.
+func (t *Tier) Invalidate(slot int) error {
+	if err := t.check(slot, t.Slot(slot)); err != nil {
+		return err
+	}
+	t.meta[slot].valid = false
+	if t.shared != nil {
+		t.shared.clear(slot)
+	}
+	return nil
+}
+
+// Commit records that row slot holds the block of k written with
+// generation gen (in a shared file too: its header is set), after an
+// engine wrote the row itself.
+func (t *Tier) Commit(slot int, k tier.Key, gen uint64) error {
+	if err := t.check(slot, t.Slot(slot)); err != nil {
+		return err
+	}
+	if t.shared != nil {
+		t.shared.put(slot, k, gen, t.bs)
 	}
 	t.meta[slot] = meta{key: k, gen: gen, valid: true}
 	return nil

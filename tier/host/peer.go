@@ -52,7 +52,8 @@ var (
 // The owner never changes the file's size once it is written, and a
 // peer relies on that: a file truncated under a peer by something else
 // faults its reads (SIGBUS), as it would any mapping of it. Removing the
-// file is safe: the peer keeps reading the rows it mapped.
+// file is safe: the peer keeps reading the rows it mapped, which nobody
+// writes any more; Attach again to follow a file made anew at the path.
 //
 // Choose a Peer for a sidecar, a transfer agent or a second engine on the
 // same machine reading what the owner's engine offloaded; for readers on
@@ -109,9 +110,20 @@ func attach(v *mmap.View) (*Peer, error) {
 	case bs <= 0 || rows <= 0 || rows > pool.MaxBlocks:
 		return nil, fmt.Errorf("%w: %s: %d rows of %d bytes", ErrNotShared, v.Path(), rows, bs)
 	}
-	meta := metaSize(rows)
-	off := (meta + align - 1) / align * align
-	if bs > (len(b)-off)/rows { // also: off > len(b)
+	// Every size below is checked against the file's length before it is
+	// used, so that no product or sum can wrap (int is 32 bits on 386).
+	if rows > (len(b)-superSize)/blockhdr.Size {
+		return nil, fmt.Errorf("%w: %s: %d bytes cannot hold the headers of %d rows", ErrNotShared, v.Path(), len(b), rows)
+	}
+	meta, _ := metaSize(rows) // at most len(b)
+	off := meta               // rounded up to align, the first row's page
+	if r := meta % align; r != 0 {
+		if align-r > len(b)-meta {
+			return nil, fmt.Errorf("%w: %s: %d bytes end inside the row headers", ErrNotShared, v.Path(), len(b))
+		}
+		off += align - r
+	}
+	if bs > (len(b)-off)/rows {
 		return nil, fmt.Errorf("%w: %s: %d bytes cannot hold %d rows of %d bytes", ErrNotShared, v.Path(), len(b), rows, bs)
 	}
 	return &Peer{v: v, meta: sharedMeta{b: b[:meta:meta]}, rows: b[off : off+rows*bs], bs: bs, n: rows}, nil

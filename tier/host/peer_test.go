@@ -3,11 +3,14 @@ package host_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -392,4 +395,106 @@ func FuzzAttach(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An engine that writes rows itself (a DMA into Slot(i) between
+// PrepareStore and CompleteStore): while it writes, a peer finds no block
+// in the row (not the evicted one), a restart does not recover the
+// evicted block from it, and after CompleteStore the peer, the Manager's
+// own Load and the next owner all see the new block.
+func TestPeerDirectWrites(t *testing.T) {
+	skipNoPeer(t)
+	const bs = 8192
+	path := shmPath(t)
+	st := newShared(t, path, bs, 1)
+	m, err := tier.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, k2 := key(1), key(2)
+	storeKeys(t, m, bs, 1, 1)
+	p := attach(t, path)
+	dst := make([]byte, bs)
+	if k, _, err := p.Read(0, dst); err != nil || k != k1 {
+		t.Fatalf("before: %v %v", k, err)
+	}
+	plan, err := m.PrepareStore([]tier.Key{k2}) // evicts k1 from the only row
+	if err != nil || len(plan.Slots) != 1 || len(plan.Evicted) != 1 {
+		t.Fatalf("PrepareStore: %+v %v", plan, err)
+	}
+	row := st.Slot(plan.Slots[0])
+	copy(row[:bs/2], block(k2, bs)[:bs/2]) // the DMA, half way
+	if k, _, err := p.Read(0, dst); !errors.Is(err, host.ErrNoBlock) {
+		t.Fatalf("mid-write: the peer read %v, %v; want ErrNoBlock", k, err)
+	}
+	copy(row, block(k2, bs))
+	if err := m.CompleteStore(plan.Job, true); err != nil {
+		t.Fatal(err)
+	}
+	if k, _, err := p.Read(0, dst); err != nil || k != k2 || !bytes.Equal(dst, block(k2, bs)) {
+		t.Fatalf("after: the peer read %v, %v", k, err)
+	}
+	got := make([]byte, bs)
+	if _, err := m.Load([]tier.Key{k2}, [][]byte{got}); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, m, 1)
+	if !bytes.Equal(got, block(k2, bs)) {
+		t.Fatal("the Manager's Load of an engine-written block differs")
+	}
+
+	// A write cut short (PrepareStore, half a DMA, the owner gone) leaves
+	// nothing to recover; a completed one is recovered.
+	plan, err = m.PrepareStore([]tier.Key{key(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(st.Slot(plan.Slots[0])[:100], "torn")
+	_ = m.Close()
+	next := newShared(t, path, bs, 1)
+	if r := next.Recovery(); r != (host.Recovery{Empty: 1}) {
+		t.Fatalf("after a write cut short: %+v, want the row empty", r)
+	}
+	_ = next.Close()
+}
+
+// A valid superblock whose geometry the file cannot hold (rows whose
+// headers alone overflow a 32-bit int, rows past the end, a block size
+// that overflows with the rows) is refused with ErrNotShared on every
+// architecture, whatever the file's size.
+func TestPeerHostileGeometry(t *testing.T) {
+	skipNoPeer(t)
+	super := func(bs, rows uint32) []byte {
+		b := make([]byte, 64)
+		copy(b, "LOCUSHT1")
+		binary.LittleEndian.PutUint32(b[8:], bs)
+		binary.LittleEndian.PutUint32(b[12:], rows)
+		binary.LittleEndian.PutUint32(b[24:], crc32.Checksum(b[:24], crc32.MakeTable(crc32.Castagnoli)))
+		return b
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name     string
+		bs, rows uint32
+		size     int64
+	}{
+		{"headers wrap 32 bits", 1, 1 << 29, int64(os.Getpagesize()) + 1<<29},
+		{"rows past the end", 4096, 1000, 1 << 20},
+		{"block size times rows wraps", 1 << 31, 1 << 20, 1 << 24},
+		{"headers end the file", 4096, 1, 100},
+	} {
+		path := filepath.Join(dir, strconv.Itoa(int(c.rows)))
+		if err := os.WriteFile(path, super(c.bs, c.rows), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, c.size); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := host.Attach(path); !errors.Is(err, host.ErrNotShared) {
+			if err == nil {
+				_ = p.Close()
+			}
+			t.Errorf("%s: Attach = %v, want ErrNotShared", c.name, err)
+		}
+	}
 }

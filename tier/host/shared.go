@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/tier"
@@ -50,8 +51,14 @@ var (
 	castagnoli = crc32.MakeTable(crc32.Castagnoli)
 )
 
-// metaSize is the meta area of a file of n rows.
-func metaSize(n int) int { return superSize + n*blockhdr.Size }
+// metaSize is the meta area of a file of n rows; false when it does not
+// fit in an int (on 32-bit systems, some 30 million rows).
+func metaSize(n int) (int, bool) {
+	if n < 0 || n > (math.MaxInt-superSize)/blockhdr.Size {
+		return 0, false
+	}
+	return superSize + n*blockhdr.Size, true
+}
 
 // sharedMeta is the meta area of a shared file. Row i's header is written
 // only by the copy worker that holds row i store-pending (see Tier), the
@@ -115,8 +122,14 @@ func (t *Tier) openShared() error {
 		m.putSuper(t.bs, len(t.rows), 0)
 	case err != nil:
 		// A superblock torn by a crash in Reset: the rows' generations
-		// cannot be trusted against a floor, so drop them all.
+		// cannot be trusted against a floor, so drop them all. New
+		// writes take generations above every one seen, so that no
+		// (key, generation) a reader may still hold is written again.
+		var top uint64
 		for i := range t.rows {
+			if h, err := blockhdr.Parse(m.hdr(i), rowMagic); err == nil {
+				top = max(top, h.Gen)
+			}
 			if !blockhdr.AllZero(m.hdr(i)) {
 				t.recovery.Discarded++
 				m.clear(i)
@@ -124,7 +137,9 @@ func (t *Tier) openShared() error {
 				t.recovery.Empty++
 			}
 		}
-		m.putSuper(t.bs, len(t.rows), 0)
+		t.nextGen = top + 1
+		t.floor.Store(t.nextGen)
+		m.putSuper(t.bs, len(t.rows), t.nextGen)
 		return nil
 	case bs != t.bs || rows != len(t.rows):
 		return fmt.Errorf("%w: host: %s holds %d rows of %d bytes, not %d of %d",
