@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/locus-go/locus/internal/model"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -80,40 +81,34 @@ func notBehind(prev, st pool.Stats) error {
 	return nil
 }
 
+// checkAccounting drives a pool with the pool model's decoder
+// (model.Pool.Next) and compares the counts after every step. The model
+// stands in its own blocks for the pool's: the case checks counts, not the
+// reuse order.
 func checkAccounting(r *plRun) error {
 	s, ctx := r.x, r.ctx
 	n := capacityOf(s)
 	bd, bounded := s.bounds()
 	rng := rand.New(rand.NewPCG(3, 4))
-	var live, stale []pool.Handle
-	// inflight holds remotely freed handles not yet drained, oldest first
-	// (one sender, so a transport delivers them in this order). They are
-	// still live to the pool until drained.
-	var inflight []pool.Handle
-	var allocs, frees, rejected, submitted uint64
-	hwm := 0
+	// One sender, so a transport delivers what the model has in flight in
+	// the order it was sent (model.Pool.Landed).
+	m := model.NewPool[pool.Handle](n, false)
 	snd, err := s.NewSender()
 	if err != nil {
 		return violationf(ErrContract, "NewSender: %v", err)
 	}
-	// landed moves the k oldest in-flight handles to stale: a drain freed them.
-	landed := func(k int) {
-		stale = append(stale, inflight[:k]...)
-		inflight = inflight[k:]
-		frees += uint64(k)
-	}
 	for step := range 3000 {
 		before := s.Stats()
-		switch op := rng.IntN(10); {
-		case op < 4: // alloc
+		switch op := m.Next(rng); op.Kind {
+		case model.PoolAlloc:
 			h, err := s.Alloc()
-			if len(live)+len(inflight) == n {
+			if m.Count() == n {
 				// Only a drain on exhaustion can make room.
 				got := int(s.Stats().RemoteDrained - before.RemoteDrained)
-				if got > len(inflight) {
-					return violationf(ErrDuplicated, "step %d: a drain inside Alloc took %d handles, %d were in flight", step, got, len(inflight))
+				if got > len(m.InFlight) {
+					return violationf(ErrDuplicated, "step %d: a drain inside Alloc took %d handles, %d were in flight", step, got, len(m.InFlight))
 				}
-				landed(got)
+				m.Landed(got)
 				if got == 0 && !errors.Is(err, pool.ErrExhausted) {
 					return violationf(ErrDuplicated, "step %d: Alloc with every block live = %v, want pool.ErrExhausted", step, err)
 				}
@@ -121,80 +116,77 @@ func checkAccounting(r *plRun) error {
 					break
 				}
 			} else if err != nil {
-				return violationf(ErrContract, "step %d: Alloc with %d of %d live: %v", step, len(live)+len(inflight), n, err)
+				return violationf(ErrContract, "step %d: Alloc with %d of %d live: %v", step, m.Count(), n, err)
 			}
-			allocs++
-			live = append(live, h)
-		case op < 6 && len(live) > 0: // local free
-			i := rng.IntN(len(live))
-			if err := s.Free(live[i]); err != nil {
+			m.Alloc(h, 0)
+		case model.PoolFree:
+			if err := s.Free(op.Slot.Key); err != nil {
 				return violationf(ErrContract, "step %d: Free: %v", step, err)
 			}
-			frees++
-			stale = append(stale, live[i])
-			live = append(live[:i], live[i+1:]...)
-		case op < 7 && len(stale) > 0: // stale free
-			if err := s.Free(stale[rng.IntN(len(stale))]); !errors.Is(err, pool.ErrStaleHandle) {
+			m.Free(op.Slot)
+		case model.PoolStale:
+			if err := s.Free(op.Slot.Key); !errors.Is(err, pool.ErrStaleHandle) {
 				return violationf(ErrAliased, "step %d: Free of a stale handle = %v", step, err)
 			}
-			rejected++
-		case op < 8 && len(live) > 0: // remote free of a chunk
-			k := 1 + rng.IntN(min(len(live), 8))
+			m.Refused(1)
+		case model.PoolSend:
+			k := op.N
 			if bounded && !bd.Chunked {
 				k = min(k, bd.Capacity)
 			}
-			chunk := live[len(live)-k:]
-			inflight = append(inflight, chunk...)
-			live = live[:len(live)-k]
-			got, reports, err := sendDraining(ctx, s, snd, chunk)
-			if got > len(inflight) || len(reports) > 0 {
-				return violationf(ErrDuplicated, "step %d: drains freed %d with %d in flight and reported %v", step, got, len(inflight), reports)
+			sent := m.Newest(k)
+			chunk := make([]pool.Handle, k)
+			for i, x := range sent {
+				chunk[i] = x.Key
 			}
-			landed(got)
+			m.Send(sent)
+			got, reports, err := sendDraining(ctx, s, snd, chunk)
+			if got > len(m.InFlight) || len(reports) > 0 {
+				return violationf(ErrDuplicated, "step %d: drains freed %d with %d in flight and reported %v", step, got, len(m.InFlight), reports)
+			}
+			m.Landed(got)
 			if err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
-			submitted += uint64(k)
-			if sub := snd.Submitted(); sub != submitted {
-				return violationf(ErrAccounting, "step %d: Sender.Submitted = %d, it accepted %d", step, sub, submitted)
+			if sub := snd.Submitted(); sub != m.Submitted {
+				return violationf(ErrAccounting, "step %d: Sender.Submitted = %d, it accepted %d", step, sub, m.Submitted)
 			}
-		case op < 9: // drain everything in flight, one Drain at a time
-			for len(inflight) > 0 {
+		case model.PoolDrain: // everything in flight, one Drain at a time
+			for len(m.InFlight) > 0 {
 				d0 := s.Stats()
-				m, err := s.Drain()
+				got, err := s.Drain()
 				d1 := s.Stats()
 				took := d1.RemoteDrained - d0.RemoteDrained
 				switch {
-				case err != nil || m > len(inflight) || uint64(m) != took:
-					return violationf(ErrDuplicated, "step %d: Drain freed %d (took %d) with %d in flight (%v)", step, m, took, len(inflight), err)
+				case err != nil || got > len(m.InFlight) || uint64(got) != took:
+					return violationf(ErrDuplicated, "step %d: Drain freed %d (took %d) with %d in flight (%v)", step, got, took, len(m.InFlight), err)
 				case d1.Drains != d0.Drains+1:
 					return violationf(ErrAccounting, "step %d: one Drain call moved Drains from %d to %d", step, d0.Drains, d1.Drains)
 				case d1.DrainSizes[drainBucket(took)] != d0.DrainSizes[drainBucket(took)]+1:
 					return violationf(ErrAccounting, "step %d: a Drain of %d handles was not counted in drain histogram bucket %d", step, took, drainBucket(took))
 				}
-				if m == 0 {
+				if got == 0 {
 					// Every Send has returned: nothing is pending.
-					return violationf(ErrLost, "step %d: %d remotely freed handles never came back: a Drain after every Send had returned found nothing", step, len(inflight))
+					return violationf(ErrLost, "step %d: %d remotely freed handles never came back: a Drain after every Send had returned found nothing", step, len(m.InFlight))
 				}
-				landed(m)
+				m.Landed(got)
 			}
-		default: // bytes of a live block
-			if len(live) > 0 {
-				if _, err := s.Bytes(live[rng.IntN(len(live))]); err != nil {
+		case model.PoolBytes:
+			if op.Slot != nil {
+				if _, err := s.Bytes(op.Slot.Key); err != nil {
 					return violationf(ErrContract, "step %d: Bytes of a live handle: %v", step, err)
 				}
 			}
 		}
-		hwm = max(hwm, len(live)+len(inflight))
-		if err := statsWant(s, len(live)+len(inflight), allocs, frees, rejected); err != nil {
+		if err := statsWant(s, m.Count(), m.Allocs, m.Frees, m.Rejected); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
 		st := s.Stats()
 		switch {
-		case st.HighWater != hwm:
-			return violationf(ErrAccounting, "step %d: HighWater = %d, model says %d", step, st.HighWater, hwm)
-		case st.RemoteSubmitted != submitted:
-			return violationf(ErrAccounting, "step %d: RemoteSubmitted = %d, the sender accepted %d", step, st.RemoteSubmitted, submitted)
+		case st.HighWater != m.HighWater:
+			return violationf(ErrAccounting, "step %d: HighWater = %d, model says %d", step, st.HighWater, m.HighWater)
+		case st.RemoteSubmitted != m.Submitted:
+			return violationf(ErrAccounting, "step %d: RemoteSubmitted = %d, the sender accepted %d", step, st.RemoteSubmitted, m.Submitted)
 		}
 		if err := notBehind(before, st); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)

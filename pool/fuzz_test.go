@@ -4,12 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 
 	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/backing/mmap"
+	"github.com/locus-go/locus/internal/model"
 	"github.com/locus-go/locus/policy/fifo"
 	"github.com/locus-go/locus/policy/lifo"
 	"github.com/locus-go/locus/pool"
@@ -52,94 +52,6 @@ var transports = []struct {
 	{"shared-tiny", func() (pool.Transport, error) { return shared.New(shared.WithCapacity(5), shared.WithBatch(2)) }},
 }
 
-// model is an obviously correct pool: a free list as a slice, generations
-// in a slice, live handles in a map. FuzzOps runs the same operations on it
-// and on a real pool and compares every result.
-type model struct {
-	id    uint32
-	fifo  bool
-	free  []int // front is index 0
-	gen   []uint64
-	live  map[pool.Handle]byte // owner-held handle -> byte written into its block
-	sent  map[pool.Handle]int  // copies sent to workers and not yet delivered
-	stale []pool.Handle        // handles whose block was freed since
-	freed map[pool.Handle]bool // stale handles, for lookups
-
-	allocs, frees, rejected, remote uint64
-	// Rejections seen by drains and not yet reported by Drain.
-	rejN     int
-	rejFirst pool.Handle
-}
-
-func newModel(n int, fifo bool) *model {
-	m := &model{fifo: fifo, gen: make([]uint64, n), live: map[pool.Handle]byte{},
-		sent: map[pool.Handle]int{}, freed: map[pool.Handle]bool{}}
-	for i := n - 1; i >= 0; i-- {
-		m.free = append(m.free, i)
-	}
-	return m
-}
-
-func (m *model) valid(h pool.Handle) bool {
-	i := h.Index()
-	return poolID(h) == m.id && i < len(m.gen) && m.gen[i] == h.Generation() && h.Generation()&1 == 1
-}
-
-// release frees h as the pool must: it reports whether h was good.
-func (m *model) release(h pool.Handle) bool {
-	if !m.valid(h) {
-		m.rejected++
-		return false
-	}
-	m.gen[h.Index()]++
-	m.free = append(m.free, h.Index())
-	m.stale = append(m.stale, h)
-	m.freed[h] = true
-	m.frees++
-	return true
-}
-
-// deliver replays chunks a drain delivered and returns how many it freed.
-func (m *model) deliver(got []pool.Handle) int {
-	freed := 0
-	for _, h := range got {
-		if m.sent[h]--; m.sent[h] == 0 {
-			delete(m.sent, h)
-		}
-		if m.release(h) {
-			freed++
-			continue
-		}
-		if m.rejN == 0 {
-			m.rejFirst = h
-		}
-		m.rejN++
-	}
-	return freed
-}
-
-func (m *model) take() pool.Handle {
-	var i int
-	if m.fifo {
-		i, m.free = m.free[0], m.free[1:]
-	} else {
-		i, m.free = m.free[len(m.free)-1], m.free[:len(m.free)-1]
-	}
-	m.gen[i]++
-	m.allocs++
-	h := mkHandle(m.id, uint32(i), m.gen[i])
-	return h
-}
-
-func (m *model) liveList() []pool.Handle {
-	hs := make([]pool.Handle, 0, len(m.live))
-	for h := range m.live {
-		hs = append(hs, h)
-	}
-	slices.SortFunc(hs, func(a, b pool.Handle) int { return a.Index() - b.Index() })
-	return hs
-}
-
 func mkHandle(id, idx uint32, gen uint64) pool.Handle {
 	var b [pool.HandleSize]byte
 	binary.LittleEndian.PutUint64(b[:], gen)
@@ -165,24 +77,32 @@ type worker struct {
 
 const fuzzWorkers = 3
 
-// FuzzOps decodes bytes into a pool combination (transport × backing ×
-// policy, every one in the tree) and a sequence of operations, runs them on
-// the pool, with remote frees done by real worker goroutines, and on the
-// model, and compares every result and the accounting after every step.
-// Delivery timing is the workers'; the model replays exactly what each drain
-// delivered, so every allocation's block is predicted exactly.
+// FuzzOps decodes bytes, with the decoder the conformance suite's
+// accounting case drives its pools with (model.Pool.Next) in its extended
+// mode, into a pool combination (transport × backing × policy, every one in
+// the tree) and a sequence of operations: allocations (Alloc, AllocBytes,
+// AllocChunk), local frees, mixed FreeChunk, frees and Bytes of stale
+// handles, forgeries, remote frees by real worker goroutines (of live
+// handles, of stale ones, and of handles the owner then frees first),
+// retiring senders, drains, Bytes, Stats and Snapshot. It runs them on the
+// pool and on the model and compares every result: the model predicts
+// every handle exactly by the reuse order, and the accounting. Delivery
+// timing is the workers'; the model replays exactly what each drain
+// delivered.
 func FuzzOps(f *testing.F) {
-	f.Add([]byte{0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 15})
-	f.Add([]byte{9, 0, 0, 0, 0, 0x55, 0x25, 0, 0, 6, 15, 0x17, 6, 15})
-	f.Add([]byte{17, 1, 1, 1, 1, 1, 1, 1, 1, 0x35, 0x75, 0x05, 0x47, 0x07, 12, 0, 6, 15})
-	f.Add([]byte{3, 0, 0, 0x35, 10, 6, 11, 6, 13, 14, 8, 9, 15})
-	f.Add([]byte{23, 0, 0, 0, 0, 0, 0, 0, 0, 0x75, 0x71, 0x65, 0x77, 6, 6, 15})
-	f.Fuzz(func(t *testing.T, ops []byte) {
-		if len(ops) == 0 {
+	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 10, 2, 7, 1, 0, 8, 17, 9, 0, 4, 0, 6, 0, 0, 6, 0, 1, 11, 3, 5,
+		12, 1, 0, 0, 0, 7, 0, 1, 13, 0, 14, 0, 2, 15, 2, 8, 16, 17})
+	f.Add([]byte{16, 10, 4, 10, 2, 0, 0, 0, 1, 7, 7, 1, 0, 0, 0, 1, 10, 4, 8, 17, 9, 16})
+	f.Add([]byte{13, 0, 0, 0, 0, 0, 0, 7, 2, 0, 14, 0, 1, 15, 0, 15, 1, 12, 3, 0, 1, 13, 0, 8, 8, 17})
+	f.Add([]byte{25, 10, 1, 11, 7, 15, 11, 0, 0, 4, 1, 5, 0, 6, 0, 1, 6, 0, 0, 9, 1, 17})
+	f.Add([]byte{3, 10, 4, 10, 2, 7, 2, 0, 7, 2, 1, 13, 1, 13, 0, 7, 1, 2, 12, 2, 0, 0, 1, 0, 8, 17, 16})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 {
 			return
 		}
 		const n = 8
-		combo := int(ops[0])
+		src := model.NewBytes(data)
+		combo := src.IntN(len(transports) * 4)
 		tc := transports[combo%len(transports)]
 		useMmap := combo/len(transports)%2 == 1
 		fifoOrder := combo/len(transports)/2%2 == 1
@@ -212,18 +132,25 @@ func FuzzOps(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer p.Close()
-		m := newModel(n, fifoOrder)
+		m := model.NewPool[pool.Handle](n, fifoOrder)
+		m.Extended, m.Senders = true, fuzzWorkers
 		first, err := p.Alloc() // learn the pool id; freed at once
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.id = poolID(first)
-		if want := m.take(); want != first {
+		id := poolID(first)
+		// due is the handle the model says the next allocation gives.
+		due := func() pool.Handle {
+			i, gen := m.Due()
+			return mkHandle(id, uint32(i), gen)
+		}
+		if want := due(); want != first {
 			t.Fatalf("first Alloc = %v, model wants %v", first, want)
 		}
-		if err := p.Free(first); err != nil || !m.release(first) {
+		if err := p.Free(first); err != nil {
 			t.Fatalf("first free: %v", err)
 		}
+		m.Free(m.Alloc(first, 0))
 		fail := func(k int, format string, args ...any) {
 			t.Helper()
 			t.Fatalf("%s, op %d: %s", tc.name, k, fmt.Sprintf(format, args...))
@@ -282,29 +209,40 @@ func FuzzOps(f *testing.F) {
 			}
 		}
 		defer stop()
-		look := func() int {
-			got := rec.got
+		// look replays what drains delivered since it last looked and
+		// returns how many blocks they freed.
+		look := func(k int) int {
+			freed := 0
+			for _, h := range rec.got {
+				ok, sent := m.Delivered(h)
+				if !sent {
+					fail(k, "a drain delivered %v, which no worker was given", h)
+				}
+				if ok {
+					freed++
+				}
+			}
 			rec.got = rec.got[:0]
-			return m.deliver(got)
+			return freed
 		}
 		// drain is the owner's Drain, checked against the model.
 		drain := func(k int) {
 			t.Helper()
 			got, err := p.Drain()
-			if want := look(); got != want {
+			if want := look(k); got != want {
 				fail(k, "Drain freed %d, the model %d", got, want)
 			}
-			if m.rejN == 0 {
+			rejN, rejFirst := m.Report()
+			if rejN == 0 {
 				if err != nil {
 					fail(k, "Drain reported %v, the model saw no rejection", err)
 				}
 				return
 			}
 			var rej *pool.RejectedError
-			if !errors.As(err, &rej) || rej.Rejected != m.rejN || rej.First != m.rejFirst {
-				fail(k, "Drain reported %v; the model saw %d rejections, first %v", err, m.rejN, m.rejFirst)
+			if !errors.As(err, &rej) || rej.Rejected != rejN || rej.First != rejFirst {
+				fail(k, "Drain reported %v; the model saw %d rejections, first %v", err, rejN, rejFirst)
 			}
-			m.rejN = 0
 		}
 		// dispatch hands a chunk to worker w, draining while its queue of
 		// commands is full (its sends may be waiting for a drain).
@@ -318,170 +256,140 @@ func FuzzOps(f *testing.F) {
 				}
 			}
 		}
+		// alloc checks a new handle against the model's prediction and
+		// writes the op number into its block.
+		alloc := func(k int, h pool.Handle, buf []byte) {
+			t.Helper()
+			if want := due(); h != want {
+				fail(k, "allocation gave %v, the model wants %v", h, want)
+			}
+			if buf == nil {
+				var err error
+				if buf, err = p.Bytes(h); err != nil {
+					fail(k, "Bytes of a new handle: %v", err)
+				}
+			}
+			buf[0] = byte(k)
+			m.Alloc(h, byte(k))
+		}
+		keys := func(ss []*model.Slot[pool.Handle]) []pool.Handle {
+			hs := make([]pool.Handle, len(ss))
+			for i, s := range ss {
+				hs[i] = s.Key
+			}
+			return hs
+		}
 
-		for k, op := range ops[1:] {
-			arg := int(op >> 4)
-			switch op & 0xf {
-			case 0, 1, 13: // Alloc, or AllocBytes
+		for k := 0; !src.Done(); k++ {
+			switch op := m.Next(src); op.Kind {
+			case model.PoolAlloc:
 				var h pool.Handle
 				var buf []byte
 				var err error
-				if op&0xf == 13 {
+				if op.How == 1 {
 					h, buf, err = p.AllocBytes()
 				} else {
 					h, err = p.Alloc()
 				}
-				look()
-				if len(m.free) == 0 {
+				look(k)
+				if len(m.FreeList) == 0 {
 					if !errors.Is(err, pool.ErrExhausted) {
-						fail(k, "Alloc with nothing free in the model = %v, %v", h, err)
+						fail(k, "allocation %+v with nothing free in the model = %v, %v", op, h, err)
 					}
-					continue
-				}
-				if want := m.take(); err != nil || h != want {
-					fail(k, "Alloc = %v, %v; model wants %v", h, err, want)
-				}
-				if buf == nil {
-					buf, err = p.Bytes(h)
-					if err != nil {
-						fail(k, "Bytes of a new handle: %v", err)
-					}
-				}
-				buf[0] = byte(k)
-				m.live[h] = byte(k)
-			case 2: // local free of a live handle
-				hs := m.liveList()
-				if len(hs) == 0 {
-					continue
-				}
-				h := hs[arg%len(hs)]
-				if err := p.Free(h); err != nil {
-					fail(k, "Free(%v) = %v", h, err)
-				}
-				delete(m.live, h)
-				m.release(h)
-			case 3: // stale free
-				if len(m.stale) == 0 {
-					continue
-				}
-				h := m.stale[arg%len(m.stale)]
-				if err := p.Free(h); !errors.Is(err, pool.ErrStaleHandle) {
-					fail(k, "stale Free(%v) = %v", h, err)
-				}
-				m.rejected++
-			case 4: // Bytes of live and stale handles
-				for h, v := range m.live {
-					buf, err := p.Bytes(h)
-					if err != nil || buf[0] != v {
-						fail(k, "Bytes(%v) = %v, %v; want first byte %d", h, buf, err, v)
-					}
-				}
-				if len(m.stale) > 0 {
-					h := m.stale[arg%len(m.stale)]
-					if _, err := p.Bytes(h); !errors.Is(err, pool.ErrStaleHandle) {
-						fail(k, "Bytes of stale %v = %v", h, err)
-					}
-					m.rejected++
-				}
-			case 5: // remote free of up to 8 live handles by a worker
-				hs := m.liveList()
-				hs = hs[:min(len(hs), arg%8+1)]
-				if len(hs) == 0 {
-					continue
-				}
-				for _, h := range hs {
-					delete(m.live, h)
-					m.sent[h]++
-				}
-				m.remote += uint64(len(hs))
-				dispatch(k, arg%fuzzWorkers, slices.Clone(hs))
-			case 6: // Drain
-				drain(k)
-			case 7: // all-or-nothing chunk allocation
-				dst := make([]pool.Handle, arg%5+1)
-				err := p.AllocChunk(dst)
-				look()
-				if len(m.free) < len(dst) {
-					if !errors.Is(err, pool.ErrExhausted) {
-						fail(k, "AllocChunk(%d) with %d free in the model = %v", len(dst), len(m.free), err)
-					}
-					continue
+					break
 				}
 				if err != nil {
-					fail(k, "AllocChunk(%d) with %d free: %v", len(dst), len(m.free), err)
+					fail(k, "allocation %+v with %d free in the model: %v", op, len(m.FreeList), err)
+				}
+				alloc(k, h, buf)
+			case model.PoolAllocChunk: // all or nothing
+				dst := make([]pool.Handle, op.N)
+				err := p.AllocChunk(dst)
+				look(k)
+				if len(m.FreeList) < len(dst) {
+					if !errors.Is(err, pool.ErrExhausted) {
+						fail(k, "AllocChunk(%d) with %d free in the model = %v", len(dst), len(m.FreeList), err)
+					}
+					break
+				}
+				if err != nil {
+					fail(k, "AllocChunk(%d) with %d free: %v", len(dst), len(m.FreeList), err)
 				}
 				for _, h := range dst {
-					if want := m.take(); h != want {
-						fail(k, "AllocChunk gave %v, model wants %v", h, want)
-					}
-					buf, err := p.Bytes(h)
-					if err != nil {
-						fail(k, "Bytes: %v", err)
-					}
-					buf[0] = byte(k)
-					m.live[h] = byte(k)
+					alloc(k, h, nil)
 				}
-			case 8: // forged handles: zero, out of range, foreign, forged generation
+			case model.PoolFree, model.PoolOvertake:
+				// An overtaken handle is a worker's too: its drain
+				// rejects the worker's copy.
+				if err := p.Free(op.Slot.Key); err != nil {
+					fail(k, "Free(%v) (%+v) = %v", op.Slot.Key, op, err)
+				}
+				m.Free(op.Slot)
+			case model.PoolStale:
+				h := op.Slot.Key
+				if op.Path == 1 {
+					if buf, err := p.Bytes(h); !errors.Is(err, pool.ErrStaleHandle) || buf != nil {
+						fail(k, "Bytes of stale %v = %d bytes, %v", h, len(buf), err)
+					}
+				} else if err := p.Free(h); !errors.Is(err, pool.ErrStaleHandle) {
+					fail(k, "stale Free(%v) = %v", h, err)
+				}
+				m.Refused(1)
+			case model.PoolBytes: // every live block kept what was written
+				for _, s := range m.Live {
+					buf, err := p.Bytes(s.Key)
+					if err != nil || buf[0] != s.Tag {
+						fail(k, "Bytes(%v) = %v, %v; want first byte %d", s.Key, buf, err, s.Tag)
+					}
+				}
+			case model.PoolSend:
+				ss := m.Newest(op.N)
+				m.Send(ss)
+				dispatch(k, op.Sender, keys(ss))
+			case model.PoolSendStale:
+				m.Send([]*model.Slot[pool.Handle]{op.Slot})
+				dispatch(k, op.Sender, []pool.Handle{op.Slot.Key})
+			case model.PoolRetire:
+				dispatch(k, op.Sender, nil)
+			case model.PoolDrain:
+				drain(k)
+			case model.PoolForged: // zero, out of range, foreign, forged generation
 				for _, c := range []struct {
 					h    pool.Handle
 					want error
 				}{
 					{pool.Handle{}, pool.ErrZeroHandle},
-					{mkHandle(m.id, n+uint32(arg), 1), pool.ErrOutOfRange},
-					{mkHandle(m.id^0x80000000, 0, 1), pool.ErrForeignHandle},
-					{mkHandle(m.id, uint32(arg%n), m.gen[arg%n]+2), pool.ErrStaleHandle},
+					{mkHandle(id, n+uint32(op.Past), 1), pool.ErrOutOfRange},
+					{mkHandle(id^0x80000000, 0, 1), pool.ErrForeignHandle},
+					{mkHandle(id, uint32(op.Index), m.Gen[op.Index]+2), pool.ErrStaleHandle},
 				} {
 					if err := p.Free(c.h); !errors.Is(err, c.want) {
 						fail(k, "Free(%v) = %v, want %v", c.h, err, c.want)
 					}
-					m.rejected++
+					m.Refused(1)
 				}
-			case 9: // local FreeChunk mixing live and stale handles
-				hs := m.liveList()
-				hs = hs[:min(len(hs), arg%3+1)]
-				chunk := slices.Clone(hs)
-				bad := 0
-				if len(m.stale) > 0 {
-					chunk = append(chunk, m.stale[arg%len(m.stale)])
-					bad = 1
+			case model.PoolFreeChunk: // live handles, and a stale one after them
+				chunk := keys(op.Slots)
+				if op.Stale != nil {
+					chunk = append(chunk, op.Stale.Key)
 				}
 				err := p.FreeChunk(chunk)
-				if (bad == 0) != (err == nil) {
-					fail(k, "FreeChunk with %d bad = %v", bad, err)
+				var rej *pool.RejectedError
+				switch {
+				case op.Stale == nil && err != nil:
+					fail(k, "FreeChunk of %d live handles = %v", len(chunk), err)
+				case op.Stale != nil && (!errors.As(err, &rej) || rej.Rejected != 1 || rej.First != op.Stale.Key):
+					fail(k, "FreeChunk of %d live handles and stale %v = %v", len(op.Slots), op.Stale.Key, err)
 				}
-				for _, h := range hs {
-					delete(m.live, h)
-					m.release(h)
+				for _, s := range op.Slots {
+					m.Free(s)
 				}
-				m.rejected += uint64(bad)
-			case 10: // local free of a handle a worker is freeing too: the drain rejects one
-				var hs []pool.Handle
-				for h := range m.sent {
-					if m.valid(h) {
-						hs = append(hs, h)
-					}
+				if op.Stale != nil {
+					m.Refused(1)
 				}
-				if len(hs) == 0 {
-					continue
-				}
-				slices.SortFunc(hs, func(a, b pool.Handle) int { return a.Index() - b.Index() })
-				h := hs[arg%len(hs)]
-				if err := p.Free(h); err != nil {
-					fail(k, "Free of an undelivered remote free %v = %v", h, err)
-				}
-				m.release(h)
-			case 11: // a worker frees a stale handle
-				if len(m.stale) == 0 {
-					continue
-				}
-				h := m.stale[arg%len(m.stale)]
-				m.sent[h]++
-				m.remote++
-				dispatch(k, arg%fuzzWorkers, []pool.Handle{h})
-			case 12: // a worker retires its sender and opens a new one
-				dispatch(k, arg%fuzzWorkers, nil)
-			case 14: // Snapshot after Stats agrees with Stats (workers may have submitted since)
+			case model.PoolSnapshot: // Snapshot after Stats agrees with Stats (workers may have submitted since)
 				st := p.Stats()
+				checkStats(t, k, tc.name, st, m)
 				snap := p.Snapshot()
 				if snap.RemoteSubmitted < st.RemoteSubmitted {
 					fail(k, "Snapshot submitted %d < Stats submitted %d", snap.RemoteSubmitted, st.RemoteSubmitted)
@@ -490,7 +398,7 @@ func FuzzOps(f *testing.F) {
 				if snap != st {
 					fail(k, "Snapshot %+v after Stats %+v", snap, st)
 				}
-			case 15: // exact accounting now
+			case model.PoolStats: // exact accounting now
 				checkStats(t, k, tc.name, p.Stats(), m)
 			}
 		}
@@ -502,25 +410,26 @@ func FuzzOps(f *testing.F) {
 		for {
 			n, _ := p.Drain()
 			got := len(rec.got)
-			look()
+			look(-1)
 			if n == 0 && got == 0 {
 				break
 			}
 		}
-		if len(m.sent) != 0 {
-			t.Fatalf("%s: %d handles sent were never delivered: %v", tc.name, len(m.sent), m.sent)
+		if len(m.InFlight) != 0 {
+			t.Fatalf("%s: %d handles sent were never delivered: %v", tc.name, len(m.InFlight), keys(m.InFlight))
 		}
 		st := p.Stats()
-		if st.RemoteSubmitted != m.remote || st.RemoteDrained != m.remote {
-			t.Fatalf("%s: submitted %d, drained %d, the workers sent %d", tc.name, st.RemoteSubmitted, st.RemoteDrained, m.remote)
+		if st.RemoteSubmitted != m.Submitted || st.RemoteDrained != m.Submitted {
+			t.Fatalf("%s: submitted %d, drained %d, the workers sent %d", tc.name, st.RemoteSubmitted, st.RemoteDrained, m.Submitted)
 		}
-		checkStats(t, len(ops), tc.name, st, m)
+		checkStats(t, -1, tc.name, st, m)
 		// The free list is intact: everything free comes out in model order.
-		for len(m.free) > 0 {
+		for len(m.FreeList) > 0 {
 			h, err := p.Alloc()
-			if want := m.take(); err != nil || h != want {
+			if want := due(); err != nil || h != want {
 				t.Fatalf("%s: final Alloc = %v, %v; model wants %v", tc.name, h, err, want)
 			}
+			m.Alloc(h, 0)
 		}
 		if _, err := p.Alloc(); !errors.Is(err, pool.ErrExhausted) {
 			t.Fatalf("%s: Alloc with every block live = %v", tc.name, err)
@@ -528,24 +437,20 @@ func FuzzOps(f *testing.F) {
 	})
 }
 
-// checkStats compares the pool's accounting with the model's.
-func checkStats(t *testing.T, k int, name string, st pool.Stats, m *model) {
+// checkStats compares the pool's accounting with the model's; op -1 is
+// the end.
+func checkStats(t *testing.T, k int, name string, st pool.Stats, m *model.Pool[pool.Handle]) {
 	t.Helper()
-	live := 0
-	for i := range m.gen {
-		if m.gen[i]&1 == 1 {
-			live++
-		}
-	}
-	if st.Live != live || st.Free != len(m.free) || st.Allocs != m.allocs || st.Frees != m.frees || st.Rejected != m.rejected {
-		t.Fatalf("%s, op %d: stats %+v; model live %d free %d allocs %d frees %d rejected %d",
-			name, k, st, live, len(m.free), m.allocs, m.frees, m.rejected)
+	if st.Capacity != len(m.Gen) || st.Live != m.Count() || st.Free != len(m.FreeList) || st.HighWater != m.HighWater ||
+		st.Allocs != m.Allocs || st.Frees != m.Frees || st.Rejected != m.Rejected || st.RemoteDrained != m.Drained {
+		t.Fatalf("%s, op %d: stats %+v; model live %d free %d high water %d allocs %d frees %d rejected %d drained %d",
+			name, k, st, m.Count(), len(m.FreeList), m.HighWater, m.Allocs, m.Frees, m.Rejected, m.Drained)
 	}
 	if st.Live+st.Free != st.Capacity || st.Allocs-st.Frees != uint64(st.Live) {
 		t.Fatalf("%s, op %d: stats %+v break Live+Free = Capacity or Allocs-Frees = Live", name, k, st)
 	}
-	if st.RemoteDrained > st.RemoteSubmitted || st.RemoteSubmitted > m.remote {
-		t.Fatalf("%s, op %d: submitted %d, drained %d, the workers were given %d", name, k, st.RemoteSubmitted, st.RemoteDrained, m.remote)
+	if st.RemoteDrained > st.RemoteSubmitted || st.RemoteSubmitted > m.Submitted {
+		t.Fatalf("%s, op %d: submitted %d, drained %d, the workers were given %d", name, k, st.RemoteSubmitted, st.RemoteDrained, m.Submitted)
 	}
 	var sum uint64
 	for _, c := range st.DrainSizes {

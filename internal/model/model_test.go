@@ -49,3 +49,38 @@ func TestBelowTheEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolSuiteMode: outside extended mode the pool decoder gives the
+// suite's kinds only, and with one sender and no stale sends every live
+// block is held by the owner or in flight.
+func TestPoolSuiteMode(t *testing.T) {
+	const n = 16
+	m := NewPool[int](n, false)
+	rng := rand.New(rand.NewPCG(3, 4))
+	key := 0
+	for step := range 3000 {
+		switch op := m.Next(rng); op.Kind {
+		case PoolAlloc:
+			if m.Count() < n {
+				key++
+				m.Alloc(key, 0)
+			}
+		case PoolFree:
+			m.Free(op.Slot)
+		case PoolStale:
+			m.Refused(1)
+		case PoolSend:
+			m.Send(m.Newest(op.N))
+			m.Landed(len(m.InFlight) / 2)
+		case PoolDrain:
+			m.Landed(len(m.InFlight))
+		case PoolBytes:
+		default:
+			t.Fatalf("step %d: kind %d outside extended mode", step, op.Kind)
+		}
+		if m.Count() != len(m.Live)+len(m.InFlight) || m.Allocs-m.Frees != uint64(m.Count()) || m.Unreported != 0 {
+			t.Fatalf("step %d: %d live, %d held, %d in flight, %d allocs, %d frees, %d unreported",
+				step, m.Count(), len(m.Live), len(m.InFlight), m.Allocs, m.Frees, m.Unreported)
+		}
+	}
+}
