@@ -28,6 +28,34 @@ func perBlock(b *testing.B, blocks int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*blocks), "ns/block")
 }
 
+// benchManager returns a manager with opts over a pool of n blocks of 64
+// bytes.
+func benchManager(tb testing.TB, n int, opts ...kv.Option) *kv.Manager {
+	tb.Helper()
+	m, err := kv.New(newPool(tb, n, 64), opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// perAlgo runs bench once per hash algorithm, as sub-benchmarks, over a
+// manager of 256 blocks hashing with it.
+func perAlgo(b *testing.B, bench func(b *testing.B, m *kv.Manager)) {
+	for _, a := range algos {
+		b.Run("algo="+a.String(), func(b *testing.B) { bench(b, benchManager(b, 256, kv.WithHash(a, ""))) })
+	}
+}
+
+// cachedPrompt returns a prompt of 64 full blocks and one token more, its
+// full blocks cached in m.
+func cachedPrompt(m *kv.Manager) []uint32 {
+	prompt := vocab(2, 64*16+1)
+	id, _, _ := m.Admit(prompt, kv.Key{}) // fill the cache
+	_ = m.Release(id)
+	return prompt
+}
+
 // BenchmarkHash: the hash of one full block of 16 tokens.
 func BenchmarkHash(b *testing.B) {
 	for _, a := range algos {
@@ -49,80 +77,63 @@ func BenchmarkHash(b *testing.B) {
 // BenchmarkAdmitPrefixHit: admission of a prompt whose first 64 blocks are
 // cached (the 65th, holding the last token, is allocated), then release.
 func BenchmarkAdmitPrefixHit(b *testing.B) {
-	for _, a := range algos {
-		b.Run("algo="+a.String(), func(b *testing.B) {
-			m, err := kv.New(newPool(b, 256, 64), kv.WithHash(a, ""))
-			if err != nil {
+	perAlgo(b, func(b *testing.B, m *kv.Manager) {
+		prompt := cachedPrompt(m)
+		op := func() {
+			id, hit, err := m.Admit(prompt, kv.Key{})
+			if err != nil || hit != 64*16 {
+				b.Fatalf("admit: hit %d, %v", hit, err)
+			}
+			if err := m.Release(id); err != nil {
 				b.Fatal(err)
 			}
-			prompt := vocab(2, 64*16+1)
-			op := func() {
-				id, hit, err := m.Admit(prompt, kv.Key{})
-				if err != nil || hit != 64*16 {
-					b.Fatalf("admit: hit %d, %v", hit, err)
-				}
-				if err := m.Release(id); err != nil {
-					b.Fatal(err)
-				}
-			}
-			id, _, _ := m.Admit(prompt, kv.Key{}) // fill the cache
-			_ = m.Release(id)
+		}
+		op()
+		b.ReportAllocs()
+		for b.Loop() {
 			op()
-			b.ReportAllocs()
-			for b.Loop() {
-				op()
-			}
-			perBlock(b, 64)
-		})
-	}
+		}
+		perBlock(b, 64)
+	})
 }
 
 // BenchmarkAdmitEvict: every admission of 16 new full blocks finds the pool
 // full of cached blocks and must evict 16 of them.
 func BenchmarkAdmitEvict(b *testing.B) {
-	for _, a := range algos {
-		b.Run("algo="+a.String(), func(b *testing.B) {
-			m, err := kv.New(newPool(b, 256, 64), kv.WithHash(a, ""))
+	perAlgo(b, func(b *testing.B, m *kv.Manager) {
+		prompt := vocab(3, 16*16)
+		n := uint32(0)
+		op := func() {
+			n++
+			prompt[0] = n // a new prompt every time
+			id, _, err := m.Admit(prompt, kv.Key{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			prompt := vocab(3, 16*16)
-			n := uint32(0)
-			op := func() {
-				n++
-				prompt[0] = n // a new prompt every time
-				id, _, err := m.Admit(prompt, kv.Key{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := m.Release(id); err != nil {
-					b.Fatal(err)
-				}
+			if err := m.Release(id); err != nil {
+				b.Fatal(err)
 			}
-			for range 32 { // the whole pool cached
-				op()
-			}
-			before := m.Stats().Evictions
-			b.ReportAllocs()
-			for b.Loop() {
-				op()
-			}
-			if got := m.Stats().Evictions - before; got != uint64(16*b.N) {
-				b.Fatalf("%d evictions in %d admissions", got, b.N)
-			}
-			perBlock(b, 16)
-		})
-	}
+		}
+		for range 32 { // the whole pool cached
+			op()
+		}
+		before := m.Stats().Evictions
+		b.ReportAllocs()
+		for b.Loop() {
+			op()
+		}
+		if got := m.Stats().Evictions - before; got != uint64(16*b.N) {
+			b.Fatalf("%d evictions in %d admissions", got, b.N)
+		}
+		perBlock(b, 16)
+	})
 }
 
 // BenchmarkReleaseShared: release of a sequence whose 64 blocks another
 // sequence shares (fork, then release the fork): only reference counts
 // change.
 func BenchmarkReleaseShared(b *testing.B) {
-	m, err := kv.New(newPool(b, 128, 64))
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := benchManager(b, 128)
 	base, _, err := m.Admit(vocab(4, 64*16), kv.Key{})
 	if err != nil {
 		b.Fatal(err)
@@ -145,10 +156,7 @@ func BenchmarkReleaseShared(b *testing.B) {
 // BenchmarkRemoteRelease: a worker releases a 64-block shared sequence with
 // one push; the owner applies it at Drain.
 func BenchmarkRemoteRelease(b *testing.B) {
-	m, err := kv.New(newPool(b, 128, 64))
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := benchManager(b, 128)
 	base, _, _ := m.Admit(vocab(5, 64*16), kv.Key{})
 	r, _ := m.NewReleaser()
 	warm, _ := m.Fork(base)
@@ -170,47 +178,31 @@ func BenchmarkRemoteRelease(b *testing.B) {
 // BenchmarkCanAdmit: the admission check of a prompt whose first 64
 // blocks are cached, per block; it allocates nothing.
 func BenchmarkCanAdmit(b *testing.B) {
-	for _, a := range algos {
-		b.Run("algo="+a.String(), func(b *testing.B) {
-			m, err := kv.New(newPool(b, 256, 64), kv.WithHash(a, ""))
-			if err != nil {
-				b.Fatal(err)
+	perAlgo(b, func(b *testing.B, m *kv.Manager) {
+		prompt := cachedPrompt(m)
+		b.ReportAllocs()
+		for b.Loop() {
+			if ad, err := m.CanAdmit(prompt, kv.Key{}); err != nil || ad.Status != kv.AdmitOK || ad.CachedTokens != 64*16 {
+				b.Fatal(ad, err)
 			}
-			prompt := vocab(2, 64*16+1)
-			id, _, _ := m.Admit(prompt, kv.Key{}) // fill the cache
-			_ = m.Release(id)
-			b.ReportAllocs()
-			for b.Loop() {
-				if ad, err := m.CanAdmit(prompt, kv.Key{}); err != nil || ad.Status != kv.AdmitOK || ad.CachedTokens != 64*16 {
-					b.Fatal(ad, err)
-				}
-			}
-			perBlock(b, 64)
-		})
-	}
+		}
+		perBlock(b, 64)
+	})
 }
 
 // BenchmarkLookup: the cached prefix of a prompt of 64 cached blocks, per
 // block.
 func BenchmarkLookup(b *testing.B) {
-	for _, a := range algos {
-		b.Run("algo="+a.String(), func(b *testing.B) {
-			m, err := kv.New(newPool(b, 256, 64), kv.WithHash(a, ""))
-			if err != nil {
-				b.Fatal(err)
+	perAlgo(b, func(b *testing.B, m *kv.Manager) {
+		prompt := cachedPrompt(m)
+		b.ReportAllocs()
+		for b.Loop() {
+			if n, err := m.Lookup(prompt, kv.Key{}); err != nil || n != 64*16 {
+				b.Fatal(n, err)
 			}
-			prompt := vocab(2, 64*16+1)
-			id, _, _ := m.Admit(prompt, kv.Key{})
-			_ = m.Release(id)
-			b.ReportAllocs()
-			for b.Loop() {
-				if n, err := m.Lookup(prompt, kv.Key{}); err != nil || n != 64*16 {
-					b.Fatal(n, err)
-				}
-			}
-			perBlock(b, 64)
-		})
-	}
+		}
+		perBlock(b, 64)
+	})
 }
 
 // BenchmarkRollback: a speculative step of 64 draft tokens (4 blocks of
@@ -218,10 +210,7 @@ func BenchmarkLookup(b *testing.B) {
 // rolled-back token. The blocks go back to the pool each time.
 func BenchmarkRollback(b *testing.B) {
 	const drafts = 64
-	m, err := kv.New(newPool(b, 64, 64))
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := benchManager(b, 64)
 	id, _, err := m.Admit(vocab(8, 100), kv.Key{})
 	if err != nil {
 		b.Fatal(err)

@@ -51,9 +51,7 @@ func as(ev kv.Event, medium string) kv.Event {
 // one event per chain.
 func TestTierEventsWriteThrough(t *testing.T) {
 	rec := &recorder{}
-	h, _ := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h}, kv.WithSubscriber(rec.subscribe))
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, _, _ := hostEngine(t, kv.WithSubscriber(rec.subscribe))
 	key := kv.Key{Adapter: "lora-a", Salt: "tenant-1"}
 	a := prompt(0, 3)
 
@@ -98,14 +96,11 @@ func TestTierEventsEviction(t *testing.T) {
 	h, _ := hostTier(t, 4)
 	d := diskTier(t, 64)
 	m, p := tiered(t, 16, []kv.Tier{h, d}, kv.WithSubscriber(rec.subscribe))
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	e := newEngine(t, m, p)
 	a, b := prompt(0, 4), prompt(1000, 4)
 	var gpuA kv.Event
 	for i, tokens := range [][]uint32{a, b} {
-		id, _, err := m.Admit(tokens, kv.Key{})
-		require.NoError(t, err)
-		e.run(id, tokens, kv.Key{})
-		require.NoError(t, m.Release(id))
+		e.serve(tokens, kv.Key{})
 		gpu := rec.take()
 		require.Len(t, gpu, 1)
 		settle(t, m)
@@ -129,8 +124,7 @@ func TestTierEventsEviction(t *testing.T) {
 	require.Equal(t, uint64(4), h.Stats().Evictions)
 
 	// a from the disk tier, back into the host tier (evicting b).
-	_, err := m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 	rec.take()
 	id, cached, err := m.Admit(a, kv.Key{})
 	require.NoError(t, err)
@@ -152,23 +146,15 @@ func TestTierEventsEviction(t *testing.T) {
 // is announced neither stored nor removed.
 func TestTierEventsReset(t *testing.T) {
 	rec := &recorder{}
-	h, f := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h}, kv.WithSubscriber(rec.subscribe))
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, h, f := hostEngine(t, kv.WithSubscriber(rec.subscribe))
 	a, b := prompt(0, 4), prompt(1000, 2)
-	id, _, err := m.Admit(a, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, a, kv.Key{})
-	require.NoError(t, m.Release(id))
+	e.serve(a, kv.Key{})
 	settle(t, m)
 	require.Len(t, on(rec.take(), "CPU"), 1)
 
-	id, _, err = m.Admit(b, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, b, kv.Key{})
-	require.NoError(t, m.Release(id))
+	e.serve(b, kv.Key{})
 	f.gate.Lock()
-	_, err = m.Drain() // b's store waits at the gate
+	_, err := m.Drain() // b's store waits at the gate
 	require.NoError(t, err)
 	require.NoError(t, h.Reset())
 	f.gate.Unlock()
@@ -183,15 +169,10 @@ func TestTierEventsReset(t *testing.T) {
 // TestTierEventsFailedStore: a store that fails is not announced.
 func TestTierEventsFailedStore(t *testing.T) {
 	rec := &recorder{}
-	h, f := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h}, kv.WithSubscriber(rec.subscribe))
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, h, f := hostEngine(t, kv.WithSubscriber(rec.subscribe))
 	a := prompt(0, 4)
 	f.failWrites.Store(true)
-	id, _, err := m.Admit(a, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, a, kv.Key{})
-	require.NoError(t, m.Release(id))
+	e.serve(a, kv.Key{})
 	settle(t, m)
 	evs := rec.take()
 	require.Len(t, evs, 1)
@@ -205,17 +186,12 @@ func TestTierEventsFailedStore(t *testing.T) {
 // hash, no parent, no tokens, before the hot pool's removal.
 func TestTierEventsWriteBack(t *testing.T) {
 	rec := &recorder{}
-	h, _ := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h}, kv.WithDemotion(kv.WriteBack), kv.WithWatermarks(0.75, 0.25), kv.WithSubscriber(rec.subscribe))
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, _, _ := hostEngine(t, kv.WithDemotion(kv.WriteBack), kv.WithWatermarks(0.75, 0.25), kv.WithSubscriber(rec.subscribe))
 	var all []kv.Hash
 	for v := range 3 {
 		a := prompt(uint32(v*1000), 4)
 		all = append(all, e.chain(a, kv.Key{})...)
-		id, _, err := m.Admit(a, kv.Key{})
-		require.NoError(t, err)
-		e.run(id, a, kv.Key{})
-		require.NoError(t, m.Release(id))
+		e.serve(a, kv.Key{})
 	}
 	rec.take()
 	settle(t, m)
@@ -235,14 +211,9 @@ func TestTierEventsWriteBack(t *testing.T) {
 // TestTierEventsWithoutSubscriber: without a subscriber the manager leaves
 // the tier's events to the engine.
 func TestTierEventsWithoutSubscriber(t *testing.T) {
-	h, _ := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h})
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, h, _ := hostEngine(t)
 	a := prompt(0, 2)
-	id, _, err := m.Admit(a, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, a, kv.Key{})
-	require.NoError(t, m.Release(id))
+	e.serve(a, kv.Key{})
 	settle(t, m)
 	evs := h.TakeEvents(nil)
 	require.Len(t, evs, 1)
@@ -256,14 +227,9 @@ func TestTierEventsWithoutSubscriber(t *testing.T) {
 // Reset that empties the pool announces AllBlocksCleared again.
 func TestTierEventsResetKeepsTiers(t *testing.T) {
 	rec := &recorder{}
-	h, _ := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h}, kv.WithSubscriber(rec.subscribe))
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, h, _ := hostEngine(t, kv.WithSubscriber(rec.subscribe))
 	a := prompt(0, 4)
-	id, _, err := m.Admit(a, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, a, kv.Key{})
-	require.NoError(t, m.Release(id))
+	e.serve(a, kv.Key{})
 	settle(t, m)
 	rec.take()
 
@@ -275,7 +241,7 @@ func TestTierEventsResetKeepsTiers(t *testing.T) {
 	require.Equal(t, 4, h.Stats().Evictable)
 
 	// The tier emptied, a Reset that empties the pool clears every medium.
-	id, _, err = m.Admit(a, kv.Key{})
+	id, _, err := m.Admit(a, kv.Key{})
 	require.NoError(t, err)
 	settle(t, m)
 	e.run(id, a, kv.Key{})
@@ -284,8 +250,7 @@ func TestTierEventsResetKeepsTiers(t *testing.T) {
 	require.NoError(t, h.Reset())
 	settle(t, m)
 	rec.take()
-	_, err = m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 	require.Equal(t, []kv.EventKind{kv.AllBlocksCleared}, kinds(rec.take()))
 }
 
@@ -293,21 +258,15 @@ func TestTierEventsResetKeepsTiers(t *testing.T) {
 // serves, so it does not hold back AllBlocksCleared.
 func TestTierEventsResetClosedTier(t *testing.T) {
 	rec := &recorder{}
-	h, _ := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h}, kv.WithSubscriber(rec.subscribe))
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, h, _ := hostEngine(t, kv.WithSubscriber(rec.subscribe))
 	a := prompt(0, 2)
-	id, _, err := m.Admit(a, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, a, kv.Key{})
-	require.NoError(t, m.Release(id))
+	e.serve(a, kv.Key{})
 	settle(t, m)
 	require.NoError(t, h.Close())
-	_, err = m.Drain() // kv abandons the closed tier
+	_, err := m.Drain() // kv abandons the closed tier
 	require.NoError(t, err)
 	rec.take()
-	_, err = m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 	require.Equal(t, []kv.EventKind{kv.AllBlocksCleared}, kinds(rec.take()))
 }
 

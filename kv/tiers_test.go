@@ -116,6 +116,38 @@ type engine struct {
 	h *kv.Hasher
 }
 
+// hostEngine returns an engine over a manager of 16 blocks with opts
+// and a host tier of 32 (hostTier), and the tier's faulty storage.
+func hostEngine(t testing.TB, opts ...kv.Option) (*kv.Manager, *engine, *tier.Manager, *faulty) {
+	t.Helper()
+	h, f := hostTier(t, 32)
+	m, p := tiered(t, 16, []kv.Tier{h}, opts...)
+	return m, newEngine(t, m, p), h, f
+}
+
+// newEngine returns an engine over m and its pool p.
+func newEngine(t testing.TB, m *kv.Manager, p *hotPool) *engine {
+	return &engine{t: t, m: m, p: p, h: m.Hasher()}
+}
+
+// serve admits tokens, runs the sequence and releases it, as a request the
+// engine serves whole; it returns how many tokens the run computed.
+func (e *engine) serve(tokens []uint32, key kv.Key) int {
+	e.t.Helper()
+	id, _, err := e.m.Admit(tokens, key)
+	require.NoError(e.t, err)
+	n := e.run(id, tokens, key)
+	require.NoError(e.t, e.m.Release(id))
+	return n
+}
+
+// reset empties m's pool of cached blocks (Reset), failing t if it fails.
+func reset(t testing.TB, m *kv.Manager) {
+	t.Helper()
+	_, err := m.Reset()
+	require.NoError(t, err)
+}
+
 // pattern is the KV of the block of hash h.
 func pattern(h kv.Hash) []byte {
 	b := h.AppendBytes(nil)
@@ -204,9 +236,7 @@ func prompt(v uint32, n int) []uint32 { return append(span(int(v), int(v)+16*n),
 // host tier at the next Drain, held until stored; after the hot pool lost
 // them, an admission loads them back and serves the same KV.
 func TestTierDemoteAndHitFromHost(t *testing.T) {
-	h, _ := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h})
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, h, _ := hostEngine(t)
 	a := prompt(0, 4)
 
 	id, cached, err := m.Admit(a, kv.Key{})
@@ -277,21 +307,17 @@ func TestTierHitFromDiskAfterHostEvicted(t *testing.T) {
 	h, _ := hostTier(t, 4)
 	d := diskTier(t, 64)
 	m, p := tiered(t, 16, []kv.Tier{h, d})
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	e := newEngine(t, m, p)
 	a, b := prompt(0, 4), prompt(1000, 4)
 	for _, tokens := range [][]uint32{a, b} {
-		id, _, err := m.Admit(tokens, kv.Key{})
-		require.NoError(t, err)
-		e.run(id, tokens, kv.Key{})
-		require.NoError(t, m.Release(id))
+		e.serve(tokens, kv.Key{})
 		settle(t, m)
 	}
 	st := identity(t, m)
 	require.Equal(t, uint64(8), st.Tiers[0].StoredBlocks)
 	require.Equal(t, uint64(8), st.Tiers[1].StoredBlocks)
 	require.Equal(t, uint64(4), h.Stats().Evictions, "b's blocks evicted a's from the host tier")
-	_, err := m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 
 	id, cached, err := m.Admit(a, kv.Key{})
 	require.NoError(t, err)
@@ -308,8 +334,7 @@ func TestTierHitFromDiskAfterHostEvicted(t *testing.T) {
 
 	// b: its first blocks from the disk tier, the host tier holding none
 	// of them now; a mixed prefix loads each block from the hottest tier.
-	_, err = m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 	id, cached, err = m.Admit(cat(a[:64], []uint32{9}), kv.Key{})
 	require.NoError(t, err)
 	require.Equal(t, 64, cached)
@@ -331,17 +356,12 @@ func keys(e *engine, tokens []uint32) []tier.Key {
 // makes their completions stale: a store leaves its blocks cached in the
 // pool only, a load falls back to computing.
 func TestTierResetWhileCopiesInFlight(t *testing.T) {
-	h, f := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h})
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, h, f := hostEngine(t)
 	a := prompt(0, 4)
 
-	id, _, err := m.Admit(a, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, a, kv.Key{})
-	require.NoError(t, m.Release(id))
+	e.serve(a, kv.Key{})
 	f.gate.Lock()
-	_, err = m.Drain() // issues the stores, which wait at the gate
+	_, err := m.Drain() // issues the stores, which wait at the gate
 	require.NoError(t, err)
 	require.Equal(t, 4, identity(t, m).InFlight)
 	require.NoError(t, h.Reset())
@@ -354,16 +374,11 @@ func TestTierResetWhileCopiesInFlight(t *testing.T) {
 	require.Equal(t, uint64(1), h.Stats().StaleCompletions)
 
 	// Store them for real, then reset the tier under a load.
-	_, err = m.Reset()
-	require.NoError(t, err)
-	id, _, err = m.Admit(a, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, a, kv.Key{})
-	require.NoError(t, m.Release(id))
+	reset(t, m)
+	e.serve(a, kv.Key{})
 	settle(t, m)
 	require.Equal(t, uint64(4), identity(t, m).Tiers[0].StoredBlocks)
-	_, err = m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 
 	f.gate.Lock()
 	id, cached, err := m.Admit(a, kv.Key{})
@@ -387,23 +402,17 @@ func TestTierResetWhileCopiesInFlight(t *testing.T) {
 // TestTierFailedStore: a store copy that fails leaves nothing in the tier
 // and the blocks cached in the pool.
 func TestTierFailedStore(t *testing.T) {
-	h, f := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h})
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, h, f := hostEngine(t)
 	a := prompt(0, 4)
 	f.failWrites.Store(true)
-	id, _, err := m.Admit(a, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, a, kv.Key{})
-	require.NoError(t, m.Release(id))
+	e.serve(a, kv.Key{})
 	settle(t, m)
 	st := identity(t, m)
 	require.Equal(t, uint64(1), st.Tiers[0].StoreFailures)
 	require.Equal(t, uint64(0), st.Tiers[0].StoredBlocks)
 	require.Equal(t, 4, st.Cached)
 	require.Equal(t, 32, h.Stats().Free)
-	_, err = m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 	la, err := m.Lookup(a, kv.Key{})
 	require.NoError(t, err)
 	require.Equal(t, 0, la)
@@ -415,15 +424,11 @@ func TestTierFailedStore(t *testing.T) {
 func TestTierFailedLoadRecomputes(t *testing.T) {
 	h, f := hostTier(t, 32, tier.WithWorkers(1))
 	m, p := tiered(t, 16, []kv.Tier{h})
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	e := newEngine(t, m, p)
 	a := prompt(0, 4)
-	id, _, err := m.Admit(a, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, a, kv.Key{})
-	require.NoError(t, m.Release(id))
+	e.serve(a, kv.Key{})
 	settle(t, m)
-	_, err = m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 
 	f.failReadAt.Store(f.reads.Load() + 3)
 	id, cached, err := m.Admit(a, kv.Key{})
@@ -453,8 +458,7 @@ func TestTierFailedLoadRecomputes(t *testing.T) {
 	require.Equal(t, 64, cached)
 	e.run(id, a, kv.Key{})
 	require.NoError(t, m.Release(id))
-	_, err = m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 	id, _, err = m.Admit(a, kv.Key{})
 	require.NoError(t, err)
 	settle(t, m)
@@ -488,18 +492,14 @@ func TestTierLostCompletion(t *testing.T) {
 	h, _ := hostTier(t, 32)
 	d := &dropper{Manager: h}
 	m, p := tiered(t, 8, []kv.Tier{d})
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	e := newEngine(t, m, p)
 	a := prompt(0, 4)
-	id, _, err := m.Admit(a, kv.Key{})
-	require.NoError(t, err)
-	e.run(id, a, kv.Key{})
-	require.NoError(t, m.Release(id))
+	e.serve(a, kv.Key{})
 	settle(t, m)
-	_, err = m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 
 	d.drop.Store(true)
-	id, _, err = m.Admit(a, kv.Key{})
+	id, _, err := m.Admit(a, kv.Key{})
 	require.NoError(t, err)
 	loaded := ids(t, m, id)[:4]
 	for len(d.lost) == 0 {
@@ -564,17 +564,11 @@ func TestTierCloseInFlight(t *testing.T) {
 // computing; a policy of one's own decides how much of the prefix loads.
 func TestTierLoadPolicy(t *testing.T) {
 	store := func(t *testing.T, opts ...kv.Option) (*kv.Manager, *tier.Manager) {
-		h, _ := hostTier(t, 32)
-		m, p := tiered(t, 16, []kv.Tier{h}, opts...)
-		e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+		m, e, h, _ := hostEngine(t, opts...)
 		a := prompt(0, 4)
-		id, _, err := m.Admit(a, kv.Key{})
-		require.NoError(t, err)
-		e.run(id, a, kv.Key{})
-		require.NoError(t, m.Release(id))
+		e.serve(a, kv.Key{})
 		settle(t, m)
-		_, err = m.Reset()
-		require.NoError(t, err)
+		reset(t, m)
 		return m, h
 	}
 	t.Run("slower than compute", func(t *testing.T) {
@@ -641,17 +635,12 @@ func TestCostPolicy(t *testing.T) {
 // watermarks evict them, and evicted once stored; a hit meanwhile keeps
 // them.
 func TestTierWriteBack(t *testing.T) {
-	h, _ := hostTier(t, 32)
-	m, p := tiered(t, 16, []kv.Tier{h}, kv.WithDemotion(kv.WriteBack), kv.WithWatermarks(0.75, 0.25))
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	m, e, _, _ := hostEngine(t, kv.WithDemotion(kv.WriteBack), kv.WithWatermarks(0.75, 0.25))
 	var all [][]uint32
 	for v := range 3 {
 		a := prompt(uint32(v*1000), 4)
 		all = append(all, a)
-		id, _, err := m.Admit(a, kv.Key{})
-		require.NoError(t, err)
-		e.run(id, a, kv.Key{})
-		require.NoError(t, m.Release(id))
+		e.serve(a, kv.Key{})
 	}
 	st := identity(t, m)
 	require.Equal(t, 0, st.InFlight)
@@ -741,7 +730,7 @@ func tierStateMachine(t *testing.T, seed int64) {
 		opts = append(opts, kv.WithDemotion(kv.WriteBack), kv.WithWatermarks(0.6, 0.3))
 	}
 	m, p := tiered(t, 32, []kv.Tier{h, d}, opts...)
-	e := &engine{t: t, m: m, p: p, h: m.Hasher()}
+	e := newEngine(t, m, p)
 	rng := newRand(seed)
 	var bases [4][]uint32
 	for c := range bases {
@@ -821,8 +810,7 @@ func tierStateMachine(t *testing.T, seed int64) {
 			require.NoError(t, err)
 			runReady()
 		case op < 92:
-			_, err := m.Reset()
-			require.NoError(t, err)
+			reset(t, m)
 		case op < 93:
 			require.NoError(t, h.Reset())
 		case op < 95:
@@ -894,17 +882,13 @@ func stagedSetup(t *testing.T, opts ...kv.Option) (m *kv.Manager, e *engine, h *
 	h, hf = hostTier(t, 4)
 	d, df = faultyDisk(t, 64)
 	m, p := tiered(t, 16, []kv.Tier{h, d}, append([]kv.Option{kv.WithPromotion(kv.PromoteStaged)}, opts...)...)
-	e = &engine{t: t, m: m, p: p, h: m.Hasher()}
+	e = newEngine(t, m, p)
 	a = prompt(0, 4)
 	for _, tokens := range [][]uint32{a, prompt(1000, 4)} {
-		id, _, err := m.Admit(tokens, kv.Key{})
-		require.NoError(t, err)
-		e.run(id, tokens, kv.Key{})
-		require.NoError(t, m.Release(id))
+		e.serve(tokens, kv.Key{})
 		settle(t, m)
 	}
-	_, err := m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 	require.Equal(t, []tier.Result{tier.Miss, tier.Miss, tier.Miss, tier.Miss}, h.Peek(keys(e, a), nil))
 	return m, e, h, hf, d, df, a
 }
@@ -972,8 +956,7 @@ func TestTierStagedPromotion(t *testing.T) {
 	require.NoError(t, m.Release(id))
 
 	// The next admission of a hits the host tier.
-	_, err = m.Reset()
-	require.NoError(t, err)
+	reset(t, m)
 	id, _, err = m.Admit(a, kv.Key{})
 	require.NoError(t, err)
 	require.Equal(t, "0000C", sources(t, m, id))
@@ -1008,17 +991,14 @@ func TestTierStagedPromotionFaults(t *testing.T) {
 		// c's write-through store takes all 4 host slots and waits at
 		// the gate.
 		c := prompt(5000, 4)
-		id, _, err := m.Admit(c, kv.Key{})
-		require.NoError(t, err)
-		e.run(id, c, kv.Key{})
-		require.NoError(t, m.Release(id))
+		e.serve(c, kv.Key{})
 		unlock := lockGate(t, hf)
-		_, err = m.Drain()
+		_, err := m.Drain()
 		require.NoError(t, err)
 		require.Equal(t, 4, h.Stats().StorePending)
 		failures := identity(t, m).Tiers[0].StoreFailures
 
-		id, _, err = m.Admit(a, kv.Key{})
+		id, _, err := m.Admit(a, kv.Key{})
 		require.NoError(t, err)
 		waitUntil(t, m, "ready while the host tier is full", func() bool { _, ok, _ := m.Ready(id); return ok })
 		require.Equal(t, 64, e.run(id, a, kv.Key{}))

@@ -1,23 +1,21 @@
 package disk_test
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/tier"
 	"github.com/locus-go/locus/tier/disk"
+	"github.com/locus-go/locus/tier/internal/crashtest"
 )
 
 const bs = 8192
@@ -229,35 +227,23 @@ func TestCrashChild(t *testing.T) {
 	}
 	d, err := disk.Open(path, bs, crashSlots, opts...)
 	if err != nil {
-		fmt.Println("E", err)
-		os.Exit(2)
+		crashtest.Exit(err)
 	}
 	d.SetWriteChunk(512, time.Duration(seed%3)*50*time.Microsecond)
 	m, err := tier.New(logged{d}, tier.WithWorkers(1))
 	if err != nil {
-		fmt.Println("E", err)
-		os.Exit(2)
+		crashtest.Exit(err)
 	}
-	for i := seed * 100000; ; i++ {
-		k := key(i)
-		if _, err := m.Store([]tier.Key{k}, [][]byte{block(k)}); err != nil {
-			fmt.Println("E", err)
-			os.Exit(2)
-		}
-		for n := 0; n < 1; {
-			done, _ := m.Drain(nil)
-			n += len(done)
-		}
-	}
+	crashtest.Child(m, seed, key, block)
 }
 
-// logged reports each write on stdout (unbuffered: os.Stdout is a file).
+// logged reports each write on stdout.
 type logged struct{ *disk.Tier }
 
 func (l logged) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
-	fmt.Fprintf(os.Stdout, "B %d %x\n", slot, k.Hash)
+	crashtest.Before(slot, k)
 	err := l.Tier.WriteSlot(slot, k, gen, src)
-	fmt.Fprintf(os.Stdout, "D %d %x\n", slot, k.Hash)
+	crashtest.After(slot, k)
 	return err
 }
 
@@ -279,41 +265,17 @@ func testCrash(t *testing.T, opts ...disk.Option) {
 		// (empty) or "X" (a torn block, discarded on open).
 		state := make([]string, crashSlots)
 		for life := range 3 { // several crashes into the same file
-			cmd := exec.Command(exe, "-test.run=^TestCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "LOCUS_TIER_CRASH_FILE="+path, "LOCUS_TIER_CRASH_SEED="+strconv.Itoa(run*10+life+1))
+			env := []string{"LOCUS_TIER_CRASH_FILE=" + path, "LOCUS_TIER_CRASH_SEED=" + strconv.Itoa(run*10+life+1)}
 			if len(opts) > 0 {
-				cmd.Env = append(cmd.Env, "LOCUS_TIER_CRASH_DIRECT=1")
+				env = append(env, "LOCUS_TIER_CRASH_DIRECT=1")
 			}
-			out, err := cmd.StdoutPipe()
+			delay := time.Duration(rand.IntN(60)+20) * time.Millisecond
+			lg, err := crashtest.Run(exe, "TestCrashChild", env, delay, state)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			delay := time.Duration(rand.IntN(60)+20) * time.Millisecond
-			timer := time.AfterFunc(delay, func() { _ = cmd.Process.Kill() }) // SIGKILL on Unix
-			sc := bufio.NewScanner(out)
-			inflight, old, newKey := -1, "", ""
-			for sc.Scan() {
-				f := strings.Fields(sc.Text())
-				if strings.HasPrefix(sc.Text(), "E ") {
-					t.Fatalf("child: %s", sc.Text())
-				}
-				if len(f) != 3 {
-					continue
-				}
-				slot, _ := strconv.Atoi(f[1])
-				switch f[0] {
-				case "B":
-					inflight, old, newKey = slot, state[slot], f[2]
-				case "D":
-					writes++
-					state[slot], inflight = f[2], -1
-				}
-			}
-			timer.Stop()
-			_ = cmd.Wait()
+			writes += lg.Writes
+			inflight, old, newKey := lg.Inflight, lg.Old, lg.New
 			d, err := disk.Open(path, bs, crashSlots, opts...)
 			if err != nil {
 				t.Fatal(err)

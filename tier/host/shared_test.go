@@ -1,17 +1,14 @@
 package host_test
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"github.com/locus-go/locus/pool"
 	"github.com/locus-go/locus/tier"
 	"github.com/locus-go/locus/tier/host"
+	"github.com/locus-go/locus/tier/internal/crashtest"
 )
 
 // shmPath is a fresh file name in /dev/shm (a tmpfs) where it exists,
@@ -237,33 +235,22 @@ func TestSharedCrashChild(t *testing.T) {
 	seed, _ := strconv.Atoi(os.Getenv("LOCUS_HOST_CRASH_SEED"))
 	st, err := host.New(crashBS, crashRows, host.WithSharedFile(path))
 	if err != nil {
-		fmt.Println("E", err)
-		os.Exit(2)
+		crashtest.Exit(err)
 	}
 	m, err := tier.New(logged{st}, tier.WithWorkers(1))
 	if err != nil {
-		fmt.Println("E", err)
-		os.Exit(2)
+		crashtest.Exit(err)
 	}
-	for i := seed * 100000; ; i++ {
-		k := key(i)
-		if _, err := m.Store([]tier.Key{k}, [][]byte{block(k, crashBS)}); err != nil {
-			fmt.Println("E", err)
-			os.Exit(2)
-		}
-		for n := 0; n < 1; {
-			done, _ := m.Drain(nil)
-			n += len(done)
-		}
-	}
+	crashtest.Child(m, seed, key, func(k tier.Key) []byte { return block(k, crashBS) })
 }
 
+// logged reports each write on stdout.
 type logged struct{ *host.Tier }
 
 func (l logged) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
-	fmt.Fprintf(os.Stdout, "B %d %x\n", slot, k.Hash)
+	crashtest.Before(slot, k)
 	err := l.Tier.WriteSlot(slot, k, gen, src)
-	fmt.Fprintf(os.Stdout, "D %d %x\n", slot, k.Hash)
+	crashtest.After(slot, k)
 	return err
 }
 
@@ -281,37 +268,12 @@ func TestSharedCrash(t *testing.T) {
 		path := shmPath(t)
 		state := make([]string, crashRows) // by the log: a key's hash in hex or ""
 		for life := range 3 {
-			cmd := exec.Command(exe, "-test.run=^TestSharedCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "LOCUS_HOST_CRASH_FILE="+path, "LOCUS_HOST_CRASH_SEED="+strconv.Itoa(run*10+life+1))
-			out, err := cmd.StdoutPipe()
+			env := []string{"LOCUS_HOST_CRASH_FILE=" + path, "LOCUS_HOST_CRASH_SEED=" + strconv.Itoa(run*10+life+1)}
+			lg, err := crashtest.Run(exe, "TestSharedCrashChild", env, time.Duration(rand.IntN(60)+30)*time.Millisecond, state)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			timer := time.AfterFunc(time.Duration(rand.IntN(60)+30)*time.Millisecond, func() { _ = cmd.Process.Kill() })
-			sc := bufio.NewScanner(out)
-			inflight, old, newKey := -1, "", ""
-			for sc.Scan() {
-				line := sc.Text()
-				if strings.HasPrefix(line, "E ") {
-					t.Fatalf("child: %s", line)
-				}
-				f := strings.Fields(line)
-				if len(f) != 3 {
-					continue
-				}
-				slot, _ := strconv.Atoi(f[1])
-				switch f[0] {
-				case "B":
-					inflight, old, newKey = slot, state[slot], f[2]
-				case "D":
-					state[slot], inflight = f[2], -1
-				}
-			}
-			timer.Stop()
-			_ = cmd.Wait()
+			inflight, old, newKey := lg.Inflight, lg.Old, lg.New
 			st := newShared(t, path, crashBS, crashRows)
 			rec, _ := st.Recovered()
 			got := map[int]string{}

@@ -17,16 +17,8 @@ import (
 func subject(opts ...sharded.Option) transporttest.Subject {
 	return transporttest.Subject{
 		New:    func() (pool.Transport, error) { return sharded.New(opts...) },
-		Counts: counts,
+		Counts: transporttest.CountsOf(func(tr pool.Transport) sharded.Stats { return tr.(*sharded.Transport).Stats() }),
 		Queues: func(tr pool.Transport) int { return sharded.Queues(tr.(*sharded.Transport)) },
-	}
-}
-
-func counts(tr pool.Transport) transporttest.Counts {
-	st := tr.(*sharded.Transport).Stats()
-	return transporttest.Counts{
-		Producers: st.Producers, Submitted: st.Submitted, Drained: st.Drained,
-		Pending: st.Pending, Full: st.Full, Blocked: st.Blocked,
 	}
 }
 
@@ -43,116 +35,42 @@ var tiny = []mode{
 	{"mode=chunks/capacity=2/batch=1", []sharded.Option{sharded.WithChunks(), sharded.WithCapacity(2), sharded.WithBatch(1)}},
 }
 
-// run runs check over every mode as subtests.
-func run(t *testing.T, modes []mode, check func(transporttest.Subject) error) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			if err := check(subject(m.opts...)); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
+// modeSubject names m's subtest and the subject it describes.
+func modeSubject(m mode) (string, transporttest.Subject) { return m.name, subject(m.opts...) }
 
-// scale returns n, or n/4 under the race detector.
-func scale(n int) int {
-	if race.Enabled {
-		return max(n/4, 1)
-	}
-	return n
-}
-
-func TestTrySendFull(t *testing.T) { run(t, tiny, transporttest.TrySendFull) }
-
-func TestSendWaits(t *testing.T) {
-	run(t, []mode{
-		{"mode=handles", []sharded.Option{sharded.WithCapacity(4), sharded.WithBatch(3)}},
-		{"mode=chunks", []sharded.Option{sharded.WithChunks(), sharded.WithCapacity(1), sharded.WithBatch(1)}},
-	}, func(s transporttest.Subject) error { return transporttest.SendWaits(s, 4) })
-}
-
-func TestCloseReleasesParked(t *testing.T) {
-	run(t, tiny, func(s transporttest.Subject) error { return transporttest.CloseReleasesParked(s, 3) })
-}
-
-func TestManyProducers(t *testing.T) {
-	for _, c := range []struct {
-		mode
-		producers, chunks int
-	}{
-		{mode{"mode=handles/capacity=1/batch=1", []sharded.Option{sharded.WithCapacity(1), sharded.WithBatch(1)}}, 8, 60},
-		{mode{"mode=handles/capacity=4/batch=2", []sharded.Option{sharded.WithCapacity(4), sharded.WithBatch(2)}}, 16, 60},
-		{mode{"mode=handles/defaults", nil}, 4, 300},
-		{mode{"mode=chunks/capacity=1/batch=1", []sharded.Option{sharded.WithChunks(), sharded.WithCapacity(1), sharded.WithBatch(1)}}, 16, 60},
-		{mode{"mode=chunks/defaults", []sharded.Option{sharded.WithChunks()}}, 4, 300},
-	} {
-		run(t, []mode{c.mode}, func(s transporttest.Subject) error {
-			return transporttest.ManyProducers(s, c.producers, c.chunks)
-		})
-	}
-}
-
+// retireModes are the tiny queues and both modes' defaults.
 var retireModes = append(slices.Clip(tiny),
 	mode{"mode=handles/defaults", nil},
 	mode{"mode=chunks/defaults", []sharded.Option{sharded.WithChunks()}},
 )
 
-// TestRetire: thousands of producers made, used and closed one after
-// another; batch limits leave items of closed producers for later drains.
-func TestRetire(t *testing.T) {
-	run(t, retireModes, func(s transporttest.Subject) error { return transporttest.Retire(s, scale(3000)) })
+// TestExercises runs the shared checks over both modes.
+func TestExercises(t *testing.T) {
+	transporttest.Exercises(t, transporttest.Modes[mode]{
+		Tiny: tiny,
+		Waits: []mode{
+			{"mode=handles", []sharded.Option{sharded.WithCapacity(4), sharded.WithBatch(3)}},
+			{"mode=chunks", []sharded.Option{sharded.WithChunks(), sharded.WithCapacity(1), sharded.WithBatch(1)}},
+		},
+		Many: []transporttest.Many[mode]{
+			{Config: mode{"mode=handles/capacity=1/batch=1", []sharded.Option{sharded.WithCapacity(1), sharded.WithBatch(1)}}, Producers: 8, Chunks: 60},
+			{Config: mode{"mode=handles/capacity=4/batch=2", []sharded.Option{sharded.WithCapacity(4), sharded.WithBatch(2)}}, Producers: 16, Chunks: 60},
+			{Config: mode{"mode=handles/defaults", nil}, Producers: 4, Chunks: 300},
+			{Config: mode{"mode=chunks/capacity=1/batch=1", []sharded.Option{sharded.WithChunks(), sharded.WithCapacity(1), sharded.WithBatch(1)}}, Producers: 16, Chunks: 60},
+			{Config: mode{"mode=chunks/defaults", []sharded.Option{sharded.WithChunks()}}, Producers: 4, Chunks: 300},
+		},
+		Retire: retireModes,
+		Pool: []mode{
+			{"mode=handles", []sharded.Option{sharded.WithCapacity(4), sharded.WithBatch(2)}},
+			{"mode=chunks", []sharded.Option{sharded.WithChunks(), sharded.WithCapacity(2), sharded.WithBatch(1)}},
+		},
+	}, modeSubject)
 }
-
-// TestRetireRacing: producers made, used and closed on worker goroutines
-// while the owner drains.
-func TestRetireRacing(t *testing.T) {
-	run(t, retireModes, func(s transporttest.Subject) error { return transporttest.RetireRacing(s, 4, scale(400)) })
-}
-
-func TestCloseRace(t *testing.T) {
-	run(t, retireModes, func(s transporttest.Subject) error { return transporttest.CloseRace(s, 4) })
-}
-
-func TestPool(t *testing.T) {
-	run(t, []mode{
-		{"mode=handles", []sharded.Option{sharded.WithCapacity(4), sharded.WithBatch(2)}},
-		{"mode=chunks", []sharded.Option{sharded.WithChunks(), sharded.WithCapacity(2), sharded.WithBatch(1)}},
-	}, func(s transporttest.Subject) error { return transporttest.Pool(s, scale(400)) })
-}
-
-func TestNilSink(t *testing.T) { run(t, tiny, transporttest.NilSink) }
-
-// TestReentrantDrain: a Drain called from inside the sink does nothing.
-func TestReentrantDrain(t *testing.T) { run(t, tiny, transporttest.ReentrantDrain) }
 
 // TestUnusable: every method of nil and zero values returns an error or does
 // nothing; none panics.
 func TestUnusable(t *testing.T) {
-	var zero sharded.Transport
-	for _, c := range []struct {
-		name string
-		tr   *sharded.Transport
-	}{{"nil", nil}, {"zero", &zero}} {
-		t.Run("Transport/"+c.name, func(t *testing.T) {
-			if err := transporttest.Unusable(c.tr, pool.ErrInvalidConfig); err != nil {
-				t.Fatal(err)
-			}
-			st := c.tr.Stats()
-			if st.Producers != 0 || st.Submitted != 0 || st.Capacity != 0 {
-				t.Fatalf("Stats() = %+v, want zero counters", st)
-			}
-		})
-	}
-	for _, c := range []struct {
-		name string
-		p    *sharded.Producer
-	}{{"nil", nil}, {"zero", new(sharded.Producer)}} {
-		t.Run("Producer/"+c.name, func(t *testing.T) {
-			if err := transporttest.UnusableProducer(c.p); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	transporttest.UnusableValues[*testing.T, sharded.Transport, sharded.Producer, sharded.Stats](t)
 }
 
 // TestNew covers every option, alone and combined, and hostile values: each
@@ -363,18 +281,7 @@ func TestZeroAllocs(t *testing.T) {
 	discard := pool.NewSink(func([]pool.Handle) {})
 	t.Run("mode=handles", func(t *testing.T) {
 		tr := mustNew(t)
-		prod := mustProducer(t, tr)
-		chunk := transporttest.Seq(0, 0, 16)
-		var sendErr error
-		round := func() {
-			sendErr = errors.Join(sendErr, prod.Send(chunk))
-			_, err := prod.TrySend(chunk)
-			sendErr = errors.Join(sendErr, err)
-			tr.Drain(discard)
-		}
-		if a := testing.AllocsPerRun(100, round); a != 0 || sendErr != nil {
-			t.Fatalf("Send+TrySend+Drain: %v allocs per run, error %v; want 0, nil", a, sendErr)
-		}
+		must(t, transporttest.SteadyAllocs(tr, mustProducer(t, tr), transporttest.Seq(0, 0, 16)))
 	})
 	t.Run("mode=chunks", func(t *testing.T) {
 		// Chunks of varying length: once every slot buffer has grown to
@@ -402,11 +309,7 @@ func TestZeroAllocs(t *testing.T) {
 	})
 	t.Run("full", func(t *testing.T) {
 		tr := mustNew(t, sharded.WithCapacity(1))
-		prod := mustProducer(t, tr)
-		chunk := transporttest.Seq(0, 0, 2)
-		if a := testing.AllocsPerRun(100, func() { _, _ = prod.TrySend(chunk) }); a != 0 {
-			t.Fatalf("TrySend into a full queue: %v allocs per run, want 0", a)
-		}
+		must(t, transporttest.FullAllocs(mustProducer(t, tr), transporttest.Seq(0, 0, 2)))
 	})
 	for _, m := range retireModes {
 		t.Run("forget/"+m.name, func(t *testing.T) {
@@ -438,23 +341,12 @@ func BenchmarkDrainIdle(b *testing.B) {
 
 func mustProducer(t testing.TB, tr *sharded.Transport) pool.TryProducer {
 	t.Helper()
-	p, err := tr.NewProducer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.(*sharded.Producer)
+	return transporttest.MustProducer[*sharded.Producer](t, tr)
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var must = transporttest.Must
 
 func wantStats(t *testing.T, tr *sharded.Transport, want sharded.Stats) {
 	t.Helper()
-	if got := tr.Stats(); got != want {
-		t.Fatalf("Stats() = %+v, want %+v", got, want)
-	}
+	transporttest.WantStats(t, tr, want)
 }

@@ -23,127 +23,49 @@ func subject(opts ...shared.Option) transporttest.Subject {
 	}
 }
 
-func counts(tr pool.Transport) transporttest.Counts {
-	st := tr.(*shared.Transport).Stats()
-	return transporttest.Counts{
-		Producers: st.Producers, Submitted: st.Submitted, Drained: st.Drained,
-		Pending: st.Pending, Full: st.Full, Blocked: st.Blocked,
-	}
-}
+var counts = transporttest.CountsOf(func(tr pool.Transport) shared.Stats { return tr.(*shared.Transport).Stats() })
 
 type config struct{ capacity, batch int }
 
 func (c config) String() string { return fmt.Sprintf("capacity=%d/batch=%d", c.capacity, c.batch) }
 
-func (c config) subject() transporttest.Subject {
-	return subject(shared.WithCapacity(c.capacity), shared.WithBatch(c.batch))
-}
-
-// run runs check over every configuration as subtests.
-func run(t *testing.T, configs []config, check func(transporttest.Subject) error) {
-	for _, c := range configs {
-		t.Run(c.String(), func(t *testing.T) {
-			if err := check(c.subject()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+// subject names c's subtest and the subject it describes.
+func (c config) subject() (string, transporttest.Subject) {
+	return c.String(), subject(shared.WithCapacity(c.capacity), shared.WithBatch(c.batch))
 }
 
 // tiny queues make producers wait all the time.
 var tiny = []config{{4, 3}, {4, 100}}
 
-// scale returns n, or n/4 under the race detector.
-func scale(n int) int {
-	if race.Enabled {
-		return max(n/4, 1)
-	}
-	return n
-}
+var scale = transporttest.Scale
 
-func TestTrySendFull(t *testing.T) { run(t, tiny, transporttest.TrySendFull) }
-
-func TestSendWaits(t *testing.T) {
-	run(t, tiny, func(s transporttest.Subject) error { return transporttest.SendWaits(s, 4) })
-}
-
-func TestCloseReleasesParked(t *testing.T) {
-	run(t, tiny, func(s transporttest.Subject) error { return transporttest.CloseReleasesParked(s, 3) })
-}
-
-// TestManyProducers: more producers than the queue holds race the owner.
-func TestManyProducers(t *testing.T) {
-	for _, c := range []struct {
-		config
-		producers, chunks int
-	}{
-		{config{4, 2}, 16, 60},
-		{config{1, 1}, 8, 40},
-		{config{64, 64}, 4, 400},
-		{config{16, 100}, 8, 100},
-	} {
-		run(t, []config{c.config}, func(s transporttest.Subject) error {
-			return transporttest.ManyProducers(s, c.producers, c.chunks)
-		})
-	}
-}
-
+// retireConfigs are a tiny queue and the defaults.
 var retireConfigs = []config{{4, 3}, {DefaultCapacity, DefaultBatch}}
 
 // DefaultCapacity and DefaultBatch name the defaults in tables.
 const DefaultCapacity, DefaultBatch = shared.DefaultCapacity, shared.DefaultBatch
 
-// TestRetire: thousands of producers made, used and closed one after
-// another; their handles stay queued until drained, and the counters stay
-// whole.
-func TestRetire(t *testing.T) {
-	run(t, retireConfigs, func(s transporttest.Subject) error { return transporttest.Retire(s, scale(3000)) })
+// TestExercises runs the shared checks; their handles stay queued until
+// drained after their producers close.
+func TestExercises(t *testing.T) {
+	transporttest.Exercises(t, transporttest.Modes[config]{
+		Tiny:  tiny,
+		Waits: tiny,
+		Many: []transporttest.Many[config]{
+			{Config: config{4, 2}, Producers: 16, Chunks: 60},
+			{Config: config{1, 1}, Producers: 8, Chunks: 40},
+			{Config: config{64, 64}, Producers: 4, Chunks: 400},
+			{Config: config{16, 100}, Producers: 8, Chunks: 100},
+		},
+		Retire: retireConfigs,
+		Pool:   []config{{8, 4}},
+	}, config.subject)
 }
-
-func TestRetireRacing(t *testing.T) {
-	run(t, retireConfigs, func(s transporttest.Subject) error { return transporttest.RetireRacing(s, 4, scale(400)) })
-}
-
-func TestCloseRace(t *testing.T) {
-	run(t, retireConfigs, func(s transporttest.Subject) error { return transporttest.CloseRace(s, 4) })
-}
-
-func TestPool(t *testing.T) {
-	run(t, []config{{8, 4}}, func(s transporttest.Subject) error { return transporttest.Pool(s, scale(400)) })
-}
-
-func TestNilSink(t *testing.T) { run(t, tiny, transporttest.NilSink) }
-
-// TestReentrantDrain: a Drain called from inside the sink does nothing.
-func TestReentrantDrain(t *testing.T) { run(t, tiny, transporttest.ReentrantDrain) }
 
 // TestUnusable: every method of nil and zero values returns an error or does
 // nothing; none panics.
 func TestUnusable(t *testing.T) {
-	var zero shared.Transport
-	for _, c := range []struct {
-		name string
-		tr   *shared.Transport
-	}{{"nil", nil}, {"zero", &zero}} {
-		t.Run("Transport/"+c.name, func(t *testing.T) {
-			if err := transporttest.Unusable(c.tr, pool.ErrInvalidConfig); err != nil {
-				t.Fatal(err)
-			}
-			if st := c.tr.Stats(); st != (shared.Stats{}) {
-				t.Fatalf("Stats() = %+v, want zero", st)
-			}
-		})
-	}
-	for _, c := range []struct {
-		name string
-		p    *shared.Producer
-	}{{"nil", nil}, {"zero", new(shared.Producer)}} {
-		t.Run("Producer/"+c.name, func(t *testing.T) {
-			if err := transporttest.UnusableProducer(c.p); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	transporttest.UnusableValues[*testing.T, shared.Transport, shared.Producer, shared.Stats](t)
 }
 
 // TestNew covers both options, alone and combined, and hostile values: each
@@ -385,25 +307,12 @@ func TestZeroAllocs(t *testing.T) {
 		t.Skip("the race runtime allocates")
 	}
 	tr := mustNew(t)
-	prod := mustProducer(t, tr)
 	chunk := transporttest.Seq(0, 0, 16)
-	sink := pool.NewSink(func([]pool.Handle) {})
-	var sendErr error
-	round := func() {
-		sendErr = errors.Join(sendErr, prod.Send(chunk))
-		_, err := prod.TrySend(chunk)
-		sendErr = errors.Join(sendErr, err)
-		tr.Drain(sink)
-	}
-	if a := testing.AllocsPerRun(100, round); a != 0 || sendErr != nil {
-		t.Fatalf("Send+TrySend+Drain: %v allocs per run, error %v; want 0, nil", a, sendErr)
-	}
+	must(t, transporttest.SteadyAllocs(tr, mustProducer(t, tr), chunk))
 	full := mustNew(t, shared.WithCapacity(1))
 	fp := mustProducer(t, full)
 	must(t, fp.Send(chunk[:1]))
-	if a := testing.AllocsPerRun(100, func() { _, _ = fp.TrySend(chunk) }); a != 0 {
-		t.Fatalf("TrySend into a full queue: %v allocs per run, want 0", a)
-	}
+	must(t, transporttest.FullAllocs(fp, chunk))
 	n, err := transporttest.ForgetAllocs(subject(shared.WithBatch(128)), 100)
 	must(t, err)
 	if n != 0 {
@@ -415,23 +324,12 @@ func TestZeroAllocs(t *testing.T) {
 
 func mustProducer(t testing.TB, tr *shared.Transport) pool.TryProducer {
 	t.Helper()
-	p, err := tr.NewProducer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.(*shared.Producer)
+	return transporttest.MustProducer[*shared.Producer](t, tr)
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var must = transporttest.Must
 
 func wantStats(t *testing.T, tr *shared.Transport, want shared.Stats) {
 	t.Helper()
-	if got := tr.Stats(); got != want {
-		t.Fatalf("Stats() = %+v, want %+v", got, want)
-	}
+	transporttest.WantStats(t, tr, want)
 }
