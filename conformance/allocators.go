@@ -109,27 +109,42 @@ func stamped(buf []byte, size int, tag byte) (int, bool) {
 	return 0, true
 }
 
-// disjoint writes random bytes into every buffer of bufs, then reads them
-// back, twice over, and returns the first buffer and byte that lost what was
-// written: a write to another buffer reached it.
-func disjoint(bufs [][]byte, seed uint64) (buf, at int, ok bool) {
-	for pass := range 2 {
-		rng := rand.New(rand.NewPCG(uint64(pass), seed))
-		for _, b := range bufs {
+// disjoint writes random bytes into every buffer bufs returns, then reads
+// back those it returns next, twice over (pass p draws from the seeds
+// base+p and seed), and returns lost of the first buffer and byte that lost
+// what was written: a write to another buffer reached it. bufs is asked
+// again for every write (write set) and read, so that memory handed out
+// anew on each call is caught; an error of it ends the check.
+func disjoint(base, seed uint64, bufs func(write bool) ([][]byte, error), lost func(buf, at int) error) error {
+	for pass := range uint64(2) {
+		rng := rand.New(rand.NewPCG(base+pass, seed))
+		bs, err := bufs(true)
+		if err != nil {
+			return err
+		}
+		for _, b := range bs {
 			for i := range b {
 				b[i] = byte(rng.Uint32())
 			}
 		}
-		rng = rand.New(rand.NewPCG(uint64(pass), seed))
-		for k, b := range bufs {
+		rng = rand.New(rand.NewPCG(base+pass, seed))
+		if bs, err = bufs(false); err != nil {
+			return err
+		}
+		for k, b := range bs {
 			for i, v := range b {
 				if v != byte(rng.Uint32()) {
-					return k, i, false
+					return lost(k, i)
 				}
 			}
 		}
 	}
-	return 0, 0, true
+	return nil
+}
+
+// fixed returns bufs, for disjoint.
+func fixed(bufs [][]byte) func(bool) ([][]byte, error) {
+	return func(bool) ([][]byte, error) { return bufs, nil }
 }
 
 // fieldDiff lists the fields in which got differs from want, two values of
@@ -203,4 +218,99 @@ func wrapCycle[H any](ctx context.Context, allocWhat, freeWhat string, alloc fun
 		}
 	}
 	return olds, nil
+}
+
+// idModel is what the identity cases, which the classes and pages suites
+// share, need of a model; B is one of its allocations (a block, a run).
+type idModel[B any] interface {
+	check(what string) error
+	intact(B) error
+	// placeSame places the allocations the identity cases make on every
+	// allocator, alike on any fresh one; k names the allocator in a
+	// violation.
+	placeSame(k int) ([]B, error)
+	// refusedForeign checks that b, of another allocator, is refused with
+	// pool.ErrForeignHandle on every path.
+	refusedForeign(what string, b B) error
+}
+
+// foreignAcross places the same allocations on every model's allocator and
+// checks that each refuses every other's as foreign, keeping its own
+// intact and its Stats right; then it calls each on every model, in order.
+// noun is what the suite calls a handle.
+func foreignAcross[M idModel[B], B any](models []M, noun string, each func(k int, m M) error) error {
+	placed := make([][]B, len(models))
+	for k, m := range models {
+		var err error
+		if placed[k], err = m.placeSame(k); err != nil {
+			return err
+		}
+	}
+	for k, m := range models {
+		for j, bs := range placed {
+			if j == k {
+				continue
+			}
+			for _, b := range bs {
+				if err := m.refusedForeign(fmt.Sprintf("a %s of allocator %d, given to allocator %d,", noun, j, k), b); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for k, m := range models {
+		for _, b := range placed[k] {
+			if err := m.intact(b); err != nil {
+				return fmt.Errorf("allocator %d: %w", k, err)
+			}
+		}
+		if err := m.check(fmt.Sprintf("allocator %d, after the others' %ss were refused", k, noun)); err != nil {
+			return err
+		}
+		if err := each(k, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closedIdentity checks that the allocations of a closed allocator are
+// foreign to allocators made after it, also when those hand out the very
+// same blocks or runs (an allocator that recycles the ids of closed ones
+// would hand out equal handles). noun is what the suite calls a handle.
+func closedIdentity[X interface{ Close() error }, M idModel[B], B any](r *run[X], noun string, model func(X) (M, error)) error {
+	var olds []B
+	for k := range 3 {
+		x, err := r.another()
+		if err != nil {
+			return err
+		}
+		m, err := model(x)
+		if err != nil {
+			return err
+		}
+		bs, err := m.placeSame(k)
+		if err != nil {
+			return err
+		}
+		for _, o := range olds {
+			if err := m.refusedForeign(fmt.Sprintf("a %s of an allocator closed before allocator %d was made,", noun, k), o); err != nil {
+				return err
+			}
+		}
+		after := fmt.Sprintf("allocator %d, after the %ss of closed allocators were refused", k, noun)
+		for _, b := range bs {
+			if err := m.intact(b); err != nil {
+				return fmt.Errorf("%s: %w", after, err)
+			}
+		}
+		if err := m.check(after); err != nil {
+			return err
+		}
+		olds = append(olds, bs...)
+		if err := x.Close(); err != nil {
+			return violationf(ErrContract, "Close: %v", err)
+		}
+	}
+	return nil
 }

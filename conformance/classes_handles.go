@@ -138,38 +138,12 @@ func checkClassesForeign(r *clCase) error {
 	if err != nil {
 		return err
 	}
-	if !slices.Equal(models[0].cls, models[1].cls) {
-		return violationf(ErrContract, "one constructor made allocators of classes %v and %v", models[0].cls, models[1].cls)
-	}
-	// The same allocations on each: handles alike but for their pools.
-	for k, m := range models {
-		for j := range m.cls {
-			if b, err := m.alloc(m.cls[j].Size, viaAlloc, 0); err != nil || b == nil {
-				return errors.Join(err, violationf(ErrContract, "allocator %d: class %d refused", k, j))
-			}
+	for _, m := range models[1:] {
+		if !slices.Equal(models[0].cls, m.cls) {
+			return violationf(ErrContract, "one constructor made allocators of classes %v and %v", models[0].cls, m.cls)
 		}
 	}
-	for k, m := range models {
-		for j, o := range models {
-			if j == k {
-				continue
-			}
-			for _, b := range o.Blocks {
-				if err := m.refused(fmt.Sprintf("a handle of allocator %d, given to allocator %d,", j, k), badHandle{b.Key, pool.ErrForeignHandle, b.Class}); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	for k, m := range models {
-		for _, b := range m.Blocks {
-			if err := m.intact(b); err != nil {
-				return fmt.Errorf("allocator %d: %w", k, err)
-			}
-		}
-		if err := m.check(fmt.Sprintf("allocator %d, after the others' handles were refused", k)); err != nil {
-			return err
-		}
+	err = foreignAcross(models, "handle", func(k int, m *clModel) error {
 		for i, id := range m.ids {
 			for j, o := range models[:k] {
 				if slices.Contains(o.ids, id) {
@@ -177,6 +151,10 @@ func checkClassesForeign(r *clCase) error {
 				}
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	// Every block of every allocator: writes to one never show in another.
 	for k, m := range models {
@@ -195,54 +173,32 @@ func checkClassesForeign(r *clCase) error {
 			mems, owners, keys = append(mems, mem), append(owners, k), append(keys, b.Key)
 		}
 	}
-	if j, i, ok := disjoint(mems, 5); !ok {
+	err = disjoint(0, 5, fixed(mems), func(j, i int) error {
 		return violationf(ErrAliased, "byte %d of allocator %d's %v was overwritten by a write to another allocator's block", i, owners[j], keys[j])
+	})
+	if err != nil {
+		return err
 	}
-	return checkClassesClosedIdentity(r)
+	return closedIdentity(r, "handle", newClModel)
 }
 
-// checkClassesClosedIdentity: the handles of a closed allocator are
-// foreign to allocators made after it, also when those hand out the very
-// same blocks (an allocator that recycles the ids of closed ones would
-// hand out equal handles).
-func checkClassesClosedIdentity(r *clCase) error {
-	var olds []*clBlock
-	for k := range 3 {
-		c, err := r.another()
-		if err != nil {
-			return err
-		}
-		m, err := newClModel(c)
-		if err != nil {
-			return err
-		}
-		for j := range m.cls {
-			if b, err := m.alloc(m.cls[j].Size, viaAlloc, 0); err != nil || b == nil {
-				return errors.Join(err, violationf(ErrContract, "allocator %d: class %d refused", k, j))
-			}
-		}
-		for _, o := range olds {
-			if o.Class >= len(m.cls) {
-				continue
-			}
-			if err := m.refused(fmt.Sprintf("a handle of an allocator closed before allocator %d was made,", k), badHandle{o.Key, pool.ErrForeignHandle, o.Class}); err != nil {
-				return err
-			}
-		}
-		for _, b := range m.Blocks {
-			if err := m.intact(b); err != nil {
-				return fmt.Errorf("allocator %d, after the handles of closed allocators were refused: %w", k, err)
-			}
-		}
-		if err := m.check(fmt.Sprintf("allocator %d, after the handles of closed allocators were refused", k)); err != nil {
-			return err
-		}
-		olds = append(olds, m.Blocks...)
-		if err := c.Close(); err != nil {
-			return violationf(ErrContract, "Close: %v", err)
+// placeSame allocates one block of every class.
+func (m *clModel) placeSame(k int) ([]*clBlock, error) {
+	for j := range m.cls {
+		if b, err := m.alloc(m.cls[j].Size, viaAlloc, 0); err != nil || b == nil {
+			return nil, errors.Join(err, violationf(ErrContract, "allocator %d: class %d refused", k, j))
 		}
 	}
-	return nil
+	return slices.Clone(m.Blocks), nil
+}
+
+// refusedForeign checks that b, of another allocator of the same classes,
+// is refused as foreign.
+func (m *clModel) refusedForeign(what string, b *clBlock) error {
+	if b.Class >= len(m.cls) {
+		return nil
+	}
+	return m.refused(what, badHandle{b.Key, pool.ErrForeignHandle, b.Class})
 }
 
 func checkClassesForged(r *clCase, m *clModel) error {

@@ -368,10 +368,7 @@ func checkClassesSenderRejects(r *clCase, m *clModel) error {
 // sendsFail checks that every send path of snd fails with pool.ErrClosed.
 func classSendsFail(who string, snd ClassesSender, h classes.Handle) error {
 	for _, n := range []int{0, 1, 2, 17} {
-		chunk := make([]classes.Handle, n)
-		for i := range chunk {
-			chunk[i] = h
-		}
+		chunk := slices.Repeat([]classes.Handle{h}, n)
 		if err := snd.FreeChunk(chunk); !errors.Is(err, pool.ErrClosed) {
 			return violationf(ErrContract, "FreeChunk of %d handles through %s = %v, want pool.ErrClosed", n, who, err)
 		}
@@ -404,8 +401,7 @@ func checkClassesSenderRetire(r *clCase, m *clModel) error {
 		}
 		// Freed, then retired before any drain: what it freed still
 		// comes back.
-		var c crew
-		c.Go(func() error {
+		got, reports, err := drainSending(r.ctx, m.c.Drain, false, func() error {
 			if err := snd.FreeChunk(hs[:len(hs)/2]); err != nil {
 				return violationf(ErrContract, "sender FreeChunk: %v", err)
 			}
@@ -419,19 +415,10 @@ func checkClassesSenderRetire(r *clCase, m *clModel) error {
 			}
 			return nil
 		})
-		got := 0
-		var back backoff
-		for !c.finished() {
-			n, err := m.c.Drain()
-			if err != nil {
-				return errors.Join(violationf(ErrDuplicated, "a drain rejected handles freed once each: %v", err), c.wait(r.ctx, "senders"))
-			}
-			got += n
-			if n == 0 && !back.wait(r.ctx) {
-				return c.stopped("senders were")
-			}
+		if len(reports) > 0 {
+			return errors.Join(violationf(ErrDuplicated, "a drain rejected handles freed once each: %v", reports[0]), err)
 		}
-		if err := c.wait(r.ctx, "senders"); err != nil {
+		if err != nil {
 			return err
 		}
 		more, err := m.drainDry(r.ctx)

@@ -71,43 +71,8 @@ func checkPagesInstances(r *pgCase) error {
 	if err != nil {
 		return err
 	}
-	// The same allocations on each: runs alike but for their allocator.
-	var runs [][]*pgRun
-	for k, m := range models {
-		var rs []*pgRun
-		for _, n := range []int{3, 1, 4} {
-			x, err := m.alloc(n, kvCache)
-			if err != nil || x == nil {
-				return errors.Join(err, violationf(ErrContract, "allocator %d: Alloc(%d) failed", k, n))
-			}
-			rs = append(rs, x)
-		}
-		runs = append(runs, rs)
-	}
-	for k, m := range models {
-		for j, rs := range runs {
-			if j == k {
-				continue
-			}
-			for _, x := range rs {
-				if err := m.refused(fmt.Sprintf("a run of allocator %d, given to allocator %d,", j, k), x.Key, pool.ErrForeignHandle); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	for k, m := range models {
-		for _, x := range runs[k] {
-			if err := m.intact(x); err != nil {
-				return fmt.Errorf("allocator %d: %w", k, err)
-			}
-		}
-		if err := m.check(fmt.Sprintf("allocator %d, after the others' runs were refused", k)); err != nil {
-			return err
-		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
+	if err := foreignAcross(models, "run", func(_ int, m *pgModel) error { return m.freeAll() }); err != nil {
+		return err
 	}
 	// One run of the whole region each: writes to one never show in
 	// another.
@@ -121,54 +86,32 @@ func checkPagesInstances(r *pgCase) error {
 			return violationf(ErrContract, "Bytes: %v", err)
 		}
 	}
-	if k, i, ok := disjoint(wholes, 9); !ok {
+	err = disjoint(0, 9, fixed(wholes), func(k, i int) error {
 		return violationf(ErrAliased, "byte %d of allocator %d's region was overwritten by a write to another allocator's region", i, k)
+	})
+	if err != nil {
+		return err
 	}
-	return checkPagesClosedIdentity(r)
+	return closedIdentity(r, "run", newPgModel)
 }
 
-// checkPagesClosedIdentity: the runs of a closed allocator are foreign to
-// allocators made after it, also when those place the very same runs (an
-// allocator that recycles the ids of closed ones hands them out again).
-func checkPagesClosedIdentity(r *pgCase) error {
-	pattern := []int{3, 1, 4}
-	var olds []pages.Run
-	for k := range 3 {
-		in, err := r.another()
-		if err != nil {
-			return err
+// placeSame places runs of 3, 1 and 4 pages.
+func (m *pgModel) placeSame(k int) ([]*pgRun, error) {
+	var xs []*pgRun
+	for _, n := range []int{3, 1, 4} {
+		x, err := m.alloc(n, kvCache)
+		if err != nil || x == nil {
+			return nil, errors.Join(err, violationf(ErrContract, "allocator %d: Alloc(%d) failed", k, n))
 		}
-		m, err := newPgModel(in)
-		if err != nil {
-			return err
-		}
-		var xs []*pgRun
-		for _, n := range pattern {
-			x, err := m.alloc(n, kvCache)
-			if err != nil || x == nil {
-				return errors.Join(err, violationf(ErrContract, "allocator %d: Alloc(%d) failed", k, n))
-			}
-			xs = append(xs, x)
-		}
-		for _, old := range olds {
-			if err := m.refused(fmt.Sprintf("a run of an allocator closed before allocator %d was made,", k), old, pool.ErrForeignHandle); err != nil {
-				return err
-			}
-		}
-		for _, x := range xs {
-			if err := m.intact(x); err != nil {
-				return fmt.Errorf("allocator %d, after the runs of closed allocators were refused: %w", k, err)
-			}
-			olds = append(olds, x.Key)
-		}
-		if err := m.check(fmt.Sprintf("allocator %d, after the runs of closed allocators were refused", k)); err != nil {
-			return err
-		}
-		if err := in.Close(); err != nil {
-			return violationf(ErrContract, "Close: %v", err)
-		}
+		xs = append(xs, x)
 	}
-	return nil
+	return xs, nil
+}
+
+// refusedForeign checks that x, of another allocator, is refused as
+// foreign.
+func (m *pgModel) refusedForeign(what string, x *pgRun) error {
+	return m.refused(what, x.Key, pool.ErrForeignHandle)
 }
 
 func checkPagesForged(r *pgCase, m *pgModel) error {

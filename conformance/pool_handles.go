@@ -524,30 +524,28 @@ func checkForeign(r *plRun) error {
 			}
 		}
 	}
-	for pass := range 2 {
-		rng := rand.New(rand.NewPCG(uint64(pass), 5))
-		for k, p := range pools {
-			for _, h := range all[k] {
-				b, err := p.Bytes(h)
-				if err != nil {
-					return violationf(ErrContract, "Bytes: %v", err)
-				}
-				for i := range b {
-					b[i] = byte(rng.Uint32())
-				}
+	var owners []int
+	var keys []pool.Handle
+	for k := range pools {
+		for _, h := range all[k] {
+			owners, keys = append(owners, k), append(keys, h)
+		}
+	}
+	blocks := func(write bool) ([][]byte, error) {
+		bs := make([][]byte, len(keys))
+		for n, h := range keys {
+			var err error
+			if bs[n], err = pools[owners[n]].Bytes(h); err != nil && write {
+				return nil, violationf(ErrContract, "Bytes: %v", err)
 			}
 		}
-		rng = rand.New(rand.NewPCG(uint64(pass), 5))
-		for k, p := range pools {
-			for _, h := range all[k] {
-				b, _ := p.Bytes(h)
-				for i, v := range b {
-					if v != byte(rng.Uint32()) {
-						return violationf(ErrAliased, "byte %d of pool %d's %v was overwritten by a write to another pool's block", i, k, h)
-					}
-				}
-			}
-		}
+		return bs, nil
+	}
+	err = disjoint(0, 5, blocks, func(n, i int) error {
+		return violationf(ErrAliased, "byte %d of pool %d's %v was overwritten by a write to another pool's block", i, owners[n], keys[n])
+	})
+	if err != nil {
+		return err
 	}
 	return poolClosedIdentity(r)
 }

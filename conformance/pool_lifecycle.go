@@ -15,10 +15,7 @@ import (
 func senderFails(who string, snd sender, h pool.Handle, lengths []int) error {
 	before := snd.Submitted()
 	for _, n := range lengths {
-		chunk := make([]pool.Handle, n)
-		for i := range chunk {
-			chunk[i] = h
-		}
+		chunk := slices.Repeat([]pool.Handle{h}, n)
 		if err := snd.FreeChunk(chunk); !errors.Is(err, pool.ErrClosed) {
 			return violationf(ErrContract, "%s: FreeChunk of %d handles = %v, want pool.ErrClosed", who, n, err)
 		}

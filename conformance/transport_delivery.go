@@ -226,10 +226,8 @@ func checkDrainAfterSend(r *trRun) error {
 			if chunk == nil || p == 0 {
 				continue
 			}
-			select {
-			case ws[p].jobs <- job{chunk: chunk}:
-			case <-ctx.Done():
-				return stop(violationf(ErrDeadlock, "a worker did not take its next chunk"))
+			if err := handOut(ctx, ws[p], job{chunk: chunk}); err != nil {
+				return stop(err)
 			}
 		}
 		if chunks[0] != nil {
@@ -550,13 +548,9 @@ func planExchange(src *handleSource, producers int, lengths []int, total int, se
 
 func checkInstances(r *trRun) error {
 	ctx := r.ctx
-	insts := []pool.Transport{r.x}
-	for range liveInstances - 1 {
-		tr, err := r.another()
-		if err != nil {
-			return err
-		}
-		insts = append(insts, tr)
+	insts, err := instances(r, liveInstances, func(tr pool.Transport) (pool.Transport, error) { return tr, nil })
+	if err != nil {
+		return err
 	}
 	const per = 2 // producers per instance
 	src := newHandleSource(12)
