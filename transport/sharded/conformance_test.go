@@ -5,6 +5,7 @@ import (
 
 	"github.com/locus-go/locus/conformance"
 	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/transport/internal/transporttest"
 	"github.com/locus-go/locus/transport/sharded"
 )
 
@@ -35,9 +36,5 @@ func TestConformanceTinyChunks(t *testing.T) {
 
 func mustNew(t testing.TB, opts ...sharded.Option) *sharded.Transport {
 	t.Helper()
-	tr, err := sharded.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return transporttest.MustNew(t, sharded.New, opts...)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/locus-go/locus/conformance"
 	"github.com/locus-go/locus/pool"
+	"github.com/locus-go/locus/transport/internal/transporttest"
 	"github.com/locus-go/locus/transport/shared"
 )
 
@@ -25,9 +26,5 @@ func TestConformanceTiny(t *testing.T) {
 
 func mustNew(t testing.TB, opts ...shared.Option) *shared.Transport {
 	t.Helper()
-	tr, err := shared.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return transporttest.MustNew(t, shared.New, opts...)
 }
