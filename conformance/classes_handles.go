@@ -164,16 +164,23 @@ func checkClassesForeign(r *clCase) error {
 			}
 		}
 	}
-	var mems [][]byte
 	var owners []int
 	var keys []classes.Handle
 	for k, m := range models {
 		for _, b := range m.Blocks {
-			mem, _ := m.c.Bytes(b.Key)
-			mems, owners, keys = append(mems, mem), append(owners, k), append(keys, b.Key)
+			owners, keys = append(owners, k), append(keys, b.Key)
 		}
 	}
-	err = disjoint(0, 5, fixed(mems), func(j, i int) error {
+	// Bytes is asked again for every pass, so that an allocator whose
+	// Bytes hands out other memory at each call is caught too.
+	mems := func(bool) ([][]byte, error) {
+		out := make([][]byte, len(keys))
+		for j, h := range keys {
+			out[j], _ = models[owners[j]].c.Bytes(h)
+		}
+		return out, nil
+	}
+	err = disjoint(0, 5, mems, func(j, i int) error {
 		return violationf(ErrAliased, "byte %d of allocator %d's %v was overwritten by a write to another allocator's block", i, owners[j], keys[j])
 	})
 	if err != nil {
