@@ -91,16 +91,7 @@ func FuzzEdges(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 1, 0, 1, 0, 1, 2, 0, 2, 0, 3, 0, 1, 4, 9, 4, 17})
 	f.Add([]byte{0, 255, 0, 0, 5, 6, 0, 64, 0, 65, 2, 1, 2, 1, 3, 3, 12, 20, 28, 36})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cs := []classes.Class{{Size: 16, Blocks: 4}, {Size: 64, Blocks: 3}, {Size: 256, Blocks: 2}}
-		c, err := classes.Default(cs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		other, _ := classes.Default(cs)
-		defer other.Close()
-		foreign, _ := other.Alloc(1)
-		s, _ := c.NewSender()
+		c, cs, foreign, s := fuzzSubjects(t)
 		m := newEdgeModel(cs)
 		var live, stale []classes.Handle // live: in allocation order; may hold handles already sent remotely
 		tag := byte(0)

@@ -9,6 +9,23 @@ import (
 	"github.com/locus-go/locus/pool"
 )
 
+// fuzzSubjects returns what both fuzz targets drive: a three-class
+// allocator, its classes, a live handle of another allocator of the same
+// classes, and a sender; all closed when t ends.
+func fuzzSubjects(t *testing.T) (*classes.DefaultPool, []classes.Class, classes.Handle, *classes.Sender) {
+	cs := []classes.Class{{Size: 16, Blocks: 4}, {Size: 64, Blocks: 3}, {Size: 256, Blocks: 2}}
+	c, err := classes.Default(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	other, _ := classes.Default(cs)
+	t.Cleanup(func() { _ = other.Close() })
+	foreign, _ := other.Alloc(1)
+	snd, _ := c.NewSender()
+	return c, cs, foreign, snd
+}
+
 // FuzzOps decodes bytes, with the decoder the conformance suite drives its
 // allocators with (model.Sizes.Next), into allocations of every class and
 // way, local frees, mixed chunks, remote frees, drains and frees of stale
@@ -20,16 +37,8 @@ func FuzzOps(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 1, 0, 1, 0, 1, 12, 0, 13, 0, 14, 0, 15, 1, 16, 2, 17, 0, 19})
 	f.Add([]byte{0, 255, 0, 0, 5, 6, 0, 64, 0, 65, 2, 1, 2, 1, 3, 3, 12, 20, 28, 36})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cs := []classes.Class{{Size: 16, Blocks: 4}, {Size: 64, Blocks: 3}, {Size: 256, Blocks: 2}}
-		c, err := classes.Default(cs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		other, _ := classes.Default(cs)
-		defer other.Close()
-		foreign, _ := other.Alloc(1)
-		snd, _ := c.NewSender()
+		c, cs, foreign, snd := fuzzSubjects(t)
+		var err error
 		mcs := make([]model.Class, len(cs))
 		for k, cl := range cs {
 			mcs[k] = model.Class{Size: cl.Size, Blocks: cl.Blocks}

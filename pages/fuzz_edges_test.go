@@ -7,19 +7,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/locus-go/locus/backing/heap"
 	"github.com/locus-go/locus/pages"
 	"github.com/locus-go/locus/pool"
 )
-
-// edgeTypes are the content types of FuzzEdges: one that is never evicted,
-// two evictable types sharing a priority, and a lower one.
-var edgeTypes = []pages.ContentType{
-	{Name: "weights", Priority: 2},
-	{Name: "kv", Priority: 1, Evictable: true},
-	{Name: "cache", Priority: 0, Evictable: true},
-	{Name: "adapter", Priority: 1, Evictable: true},
-}
 
 // edgeModel is an obviously correct run allocator with pins and eviction: a page
 // map, a list of live runs and one slice per priority in eviction order.
@@ -49,7 +39,7 @@ type edgeRun struct {
 
 func newEdgeModel(n int, fit pages.Fit, high, low float64) *edgeModel {
 	m := &edgeModel{fit: fit, owner: make([]int, n), live: map[pages.Run]*edgeRun{}, lru: map[int][]pages.Run{}, gone: map[pages.Run]*edgeRun{}}
-	for _, t := range edgeTypes {
+	for _, t := range fuzzTypes {
 		if t.Evictable && !slices.Contains(m.prios, t.Priority) {
 			m.prios = append(m.prios, t.Priority)
 		}
@@ -128,7 +118,7 @@ func (m *edgeModel) drop(r pages.Run) {
 }
 
 func (m *edgeModel) unlist(r pages.Run) {
-	prio := edgeTypes[m.live[r].c].Priority
+	prio := fuzzTypes[m.live[r].c].Priority
 	if i := slices.Index(m.lru[prio], r); i >= 0 {
 		m.lru[prio] = append(m.lru[prio][:i], m.lru[prio][i+1:]...)
 	}
@@ -151,7 +141,7 @@ func (m *edgeModel) evictOne(prio int) {
 
 // makeRoom evicts as Alloc(n, c) must when nothing fits.
 func (m *edgeModel) makeRoom(n int, c pages.Content) {
-	prio := edgeTypes[c].Priority
+	prio := fuzzTypes[c].Priority
 	avail := len(m.owner) - m.used()
 	for _, p := range m.prios {
 		if p <= prio {
@@ -242,14 +232,8 @@ func FuzzEdges(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		const n, pageSize = 32, 4
-		fit := pages.Fit(data[0] & 1)
-		var high, low float64
-		opts := []pages.Option{pages.WithFit(fit), pages.WithContentTypes(edgeTypes...)}
-		if data[0]&2 != 0 {
-			high, low = 0.75, 0.5
-			opts = append(opts, pages.WithWatermarks(high, low))
-		}
+		const n, pageSize = fuzzPages, fuzzPageSize
+		fit, high, low, opts := fuzzConfig(data[0])
 		m := newEdgeModel(n, fit, high, low)
 		var p *pages.Pool
 		var heard []pages.Run
@@ -268,16 +252,7 @@ func FuzzEdges(f *testing.F) {
 				hookErr = fmt.Errorf("Free from the EvictFunc = %v, want ErrInEviction", err)
 			}
 		}))
-		b, _ := heap.New(n*pageSize, 1)
-		p, err := pages.New(b, pageSize, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		fb, _ := heap.New(pageSize, 1)
-		other, _ := pages.New(fb, pageSize)
-		defer other.Close()
-		foreign, _ := other.Alloc(1, pages.DefaultContent)
+		p, foreign := fuzzPool(t, opts)
 		var stale []pages.Run
 		tag := byte(0)
 
@@ -306,7 +281,7 @@ func FuzzEdges(f *testing.F) {
 				if size >= 224 {
 					want = 1 + size%n
 				}
-				c := pages.Content(arg % len(edgeTypes))
+				c := pages.Content(arg % len(fuzzTypes))
 				m.evicted, heard = nil, nil
 				if len(m.allowed(want)) == 0 {
 					m.makeRoom(want, c)
@@ -406,7 +381,7 @@ func FuzzEdges(f *testing.F) {
 					t.Fatalf("step %d: Unpin(%v) = %v", step, r, err)
 				}
 				mr.pins--
-				if t := edgeTypes[mr.c]; mr.pins == 0 && t.Evictable {
+				if t := fuzzTypes[mr.c]; mr.pins == 0 && t.Evictable {
 					m.lru[t.Priority] = append(m.lru[t.Priority], r)
 				}
 			case 6: // evict

@@ -21,6 +21,37 @@ var fuzzTypes = []pages.ContentType{
 	{Name: "adapter", Priority: 1, Evictable: true},
 }
 
+// The region both fuzz targets drive: fuzzPages pages of fuzzPageSize bytes.
+const fuzzPages, fuzzPageSize = 32, 4
+
+// fuzzConfig reads the options of a fuzz run from the input's first byte:
+// the fit (bit 0) and watermarks of 0.75 and 0.5 (bit 1).
+func fuzzConfig(flags byte) (fit pages.Fit, high, low float64, opts []pages.Option) {
+	fit = pages.Fit(flags & 1)
+	opts = []pages.Option{pages.WithFit(fit), pages.WithContentTypes(fuzzTypes...)}
+	if flags&2 != 0 {
+		high, low = 0.75, 0.5
+		opts = append(opts, pages.WithWatermarks(high, low))
+	}
+	return fit, high, low, opts
+}
+
+// fuzzPool returns a pool over the fuzz region with opts, and a live run of
+// another pool; both closed when t ends.
+func fuzzPool(t *testing.T, opts []pages.Option) (*pages.Pool, pages.Run) {
+	b, _ := heap.New(fuzzPages*fuzzPageSize, 1)
+	p, err := pages.New(b, fuzzPageSize, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	fb, _ := heap.New(fuzzPageSize, 1)
+	other, _ := pages.New(fb, fuzzPageSize)
+	t.Cleanup(func() { _ = other.Close() })
+	foreign, _ := other.Alloc(1, pages.DefaultContent)
+	return p, foreign
+}
+
 // want returns the Stats the model expects of a Pool of pageSize-byte pages.
 func want(m *model.Region[pages.Run], pageSize int, fit pages.Fit) pages.Stats {
 	c := m.Count()
@@ -61,14 +92,8 @@ func FuzzOps(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		const n, pageSize = 32, 4
-		fit := pages.Fit(data[0] & 1)
-		var high, low float64
-		opts := []pages.Option{pages.WithFit(fit), pages.WithContentTypes(fuzzTypes...)}
-		if data[0]&2 != 0 {
-			high, low = 0.75, 0.5
-			opts = append(opts, pages.WithWatermarks(high, low))
-		}
+		const n, pageSize = fuzzPages, fuzzPageSize
+		fit, high, low, opts := fuzzConfig(data[0])
 		types := make([]model.Type, len(fuzzTypes))
 		for i, ct := range fuzzTypes {
 			types[i] = model.Type{Priority: ct.Priority, Evictable: ct.Evictable}
@@ -96,16 +121,7 @@ func FuzzOps(f *testing.F) {
 				hookErr = fmt.Errorf("Free from the EvictFunc = %v, want ErrInEviction", err)
 			}
 		}))
-		b, _ := heap.New(n*pageSize, 1)
-		p, err := pages.New(b, pageSize, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		fb, _ := heap.New(pageSize, 1)
-		other, _ := pages.New(fb, pageSize)
-		defer other.Close()
-		foreign, _ := other.Alloc(1, pages.DefaultContent)
+		p, foreign := fuzzPool(t, opts)
 		tag := byte(0)
 
 		src := model.NewBytes(data[1:])

@@ -77,10 +77,11 @@ func TestDirectStorage(t *testing.T) {
 	}
 	want("CompleteStore", "commit", "commit")
 	dsts := [][]byte{make([]byte, bs), make([]byte, bs)}
-	if _, err := m.Load(keys(0, 2), dsts); err != nil {
+	lj, err := m.Load(keys(0, 2), dsts)
+	if err != nil {
 		t.Fatal(err)
 	}
-	drainOK(t, m)
+	wantOK(t, drainUntil(t, m, map[tier.Job]bool{lj: true}))
 	for i := range dsts {
 		if !bytes.Equal(dsts[i], block(key(i))) {
 			t.Fatalf("block %d: the Load does not serve what the engine wrote", i)
@@ -114,29 +115,20 @@ func TestDirectStorage(t *testing.T) {
 		t.Fatalf("a store whose Commit failed looks up as %v", r[0])
 	}
 
-	if _, err := m.Store(keys(5, 6), [][]byte{block(key(5))}); err != nil {
+	sp, err := m.Store(keys(5, 6), [][]byte{block(key(5))})
+	if err != nil {
 		t.Fatal(err)
 	}
-	drainOK(t, m)
+	wantOK(t, drainUntil(t, m, map[tier.Job]bool{sp.Job: true}))
 	want("Store")
 }
 
-// drainOK drains until one job is done and fails the test unless it went
-// well.
-func drainOK(t *testing.T, m *tier.Manager) {
+// wantOK fails the test unless every job in done went well.
+func wantOK(t *testing.T, done []tier.Done) {
 	t.Helper()
-	for {
-		done, err := m.Drain(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range done {
-			if !d.OK {
-				t.Fatalf("job %+v failed", d)
-			}
-		}
-		if len(done) > 0 {
-			return
+	for _, d := range done {
+		if !d.OK {
+			t.Fatalf("job %+v failed", d)
 		}
 	}
 }
