@@ -116,9 +116,9 @@ type coldState struct {
 	ops    map[tier.Job]*coldOp
 	byHash map[[32]byte]uint32 // stored copies: the adapter
 
-	n, blocks int   // stored copies, their blocks
-	bytes     int64 // their bytes
-	storing   int   // stores in flight
+	blocks  int   // the stored copies' blocks (the copies: byHash)
+	bytes   int64 // their bytes
+	storing int   // stores in flight
 
 	done   []tier.Done
 	keys   []tier.Key
@@ -251,7 +251,6 @@ func (m *Manager) dropCold(idx uint32) {
 	n := c.blocksOf(a.coldLen)
 	_, _, _ = c.t.Remove(c.keysOf(hash, n), nil) // no job holds them: nothing is busy
 	delete(c.byHash, hash)
-	c.n--
 	c.blocks -= n
 	c.bytes -= int64(a.coldLen)
 	a.cold = coldNone
@@ -476,7 +475,6 @@ func (m *Manager) coldStored(op *coldOp, ok bool) {
 	a := &m.ads[op.idx]
 	a.cold = coldStored
 	c.byHash[op.hash] = op.idx
-	c.n++
 	c.blocks += op.n
 	c.bytes += int64(a.coldLen)
 	m.c.coldStores++
@@ -540,9 +538,9 @@ func (m *Manager) checkCold(bad func(string, ...any)) {
 			stores++
 		}
 	}
-	if n != c.n || blocks != c.blocks || bytes != c.bytes || len(c.byHash) != n || stores != c.storing || storing > stores {
-		bad("cold tier: %d/%d copies (%d indexed) of %d/%d blocks, %d/%d bytes; %d adapters storing, %d/%d stores",
-			n, c.n, len(c.byHash), blocks, c.blocks, bytes, c.bytes, storing, stores, c.storing)
+	if n != len(c.byHash) || blocks != c.blocks || bytes != c.bytes || stores != c.storing || storing > stores {
+		bad("cold tier: %d/%d copies of %d/%d blocks, %d/%d bytes; %d adapters storing, %d/%d stores",
+			n, len(c.byHash), blocks, c.blocks, bytes, c.bytes, storing, stores, c.storing)
 	}
 }
 

@@ -131,7 +131,7 @@ func (m *Manager) stats() Stats {
 	}
 	s.Held, s.Quantized = m.held, m.quantN
 	if c := m.cold; c != nil {
-		s.ColdTier = TierStats{Adapters: c.n, Pages: c.blocks, Bytes: c.bytes}
+		s.ColdTier = TierStats{Adapters: len(c.byHash), Pages: c.blocks, Bytes: c.bytes}
 		s.ColdStoring = c.storing
 	}
 	s.ColdTierLoads, s.ColdTierStores, s.ColdTierRejected = m.c.coldTierLoads, m.c.coldStores, m.c.coldRejected
