@@ -31,6 +31,7 @@ type Manager struct {
 
 	id     uint32
 	st     Storage
+	direct DirectStorage // st, when it is one; nil otherwise
 	medium Medium
 	bs     int
 
@@ -209,6 +210,7 @@ func New(st Storage, opts ...Option) (*Manager, error) {
 		m.tracked = make(map[Key]uint32)
 		m.trackRing = make([]Key, 0, min(cfg.adm.TrackerSize, 1<<16))
 	}
+	m.direct, _ = st.(DirectStorage)
 	m.protectFn = m.protected
 	m.sink = pool.NewSink(m.complete)
 	rec, next := st.Recovered()
@@ -385,9 +387,9 @@ func (m *Manager) PrepareStore(keys []Key) (StorePlan, error) {
 	plan, err := m.prepareStore(keys)
 	if err == nil && !plan.Job.IsZero() {
 		m.jobs[plan.Job.idx].copying = false
-		if ds, ok := m.st.(DirectStorage); ok {
+		if m.direct != nil {
 			for _, s := range plan.Slots {
-				if err = ds.Invalidate(s); err != nil {
+				if err = m.direct.Invalidate(s); err != nil {
 					_ = m.finishStore(plan.Job.idx, false)
 					plan = StorePlan{}
 					break
@@ -559,10 +561,10 @@ func (m *Manager) CompleteStore(j Job, ok bool) error {
 	if err != nil {
 		return err
 	}
-	if ds, direct := m.st.(DirectStorage); direct && ok && rec.epoch == m.epoch {
+	if m.direct != nil && ok && rec.epoch == m.epoch {
 		for _, s := range rec.slots {
 			if sl := &m.slots[s]; !sl.orphan {
-				if ok = ds.Commit(int(s), sl.key, sl.gen) == nil; !ok {
+				if ok = m.direct.Commit(int(s), sl.key, sl.gen) == nil; !ok {
 					break
 				}
 			}
