@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -100,10 +99,7 @@ type adpOptions struct {
 // runAdapters runs the adapters subcommand: it parses and checks the flags,
 // measures, and prints the tables or the JSON document.
 func runAdapters(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("locus-eval adapters", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: locus-eval adapters [flags]
+	fs := newFlagSet("locus-eval adapters", `Usage: locus-eval adapters [flags]
 
 LoRA adapter residency (package adapters) against ADR-006's targets, measured in one process:
 
@@ -120,9 +116,7 @@ Missed targets are printed, not errors. About 10 s on 2 cores (-quick: a smoke t
 nothing).
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
+`, stderr)
 	dir := fs.String("dir", "", "directory for the two adapter files and the disk tier's file (default: a new temporary directory); a subdirectory is made there and removed after")
 	rounds := fs.Int("rounds", adpDefaultRounds, fmt.Sprintf("timed rounds of the load part (-quick: %d); %d to %d", adpQuickRounds, adpMinRounds, adpMaxRounds))
 	acquires := fs.Int("zipf-acquires", adpDefaultAcquires, fmt.Sprintf("timed acquires of the scale part (-quick: %d); 1 to %d", adpQuickAcquires, adpMaxAcquires))

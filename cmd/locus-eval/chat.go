@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -73,10 +72,7 @@ type chatDoc struct {
 }
 
 func runChat(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("locus-eval chat", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: locus-eval chat [flags]
+	fs := newFlagSet("locus-eval chat", `Usage: locus-eval chat [flags]
 
 Replays a chat-shaped KV trace (an extension beyond LOCUS-EVAL v1): conversations share a few system
 prompts and every turn re-sends the whole history. The same schedule runs through a kv.Manager (prefix
@@ -85,9 +81,7 @@ holds at the busiest step and on average, the prefix hit rate, and the median ti
 (one process, not interleaved: a rough figure, not a scoreboard ratio).
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
+`, stderr)
 	cfg := bench.DefaultChat()
 	fs.IntVar(&cfg.Conversations, "conversations", cfg.Conversations, "conversations in the trace")
 	fs.IntVar(&cfg.Turns, "turns", cfg.Turns, "turns per conversation")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,10 +64,7 @@ type fleetConfig struct {
 }
 
 func runFleet(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("locus-eval fleet", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: locus-eval fleet [flags]
+	fs := newFlagSet("locus-eval fleet", `Usage: locus-eval fleet [flags]
 
 Replays the chat workload on a fleet of engines (an extension beyond LOCUS-EVAL v1): each engine is a
 kv.Manager over a hot pool too small for every conversation, with a host tier and, with -redis, a remote
@@ -81,9 +77,7 @@ that publishes its KV events over ZMQ (kv/events), which the router follows (fle
 during the run.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
+`, stderr)
 	cfg := fleetConfig{Engines: 3, Chat: bench.DefaultChat(), HotBlocks: 768, HostBlocks: 1024, RemoteBlocks: 8192, Scrape: 100 * time.Millisecond}
 	quick := fs.Bool("quick", false, "a small trace (for tests): 12 conversations of 3 turns, 40 hot and 96 host blocks per engine")
 	fs.IntVar(&cfg.Engines, "engines", cfg.Engines, "engines in the fleet (1 to 16)")

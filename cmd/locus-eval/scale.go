@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -13,10 +12,7 @@ import (
 )
 
 func runScale(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("locus-eval scale", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: locus-eval scale [flags]
+	fs := newFlagSet("locus-eval scale", fmt.Sprintf(`Usage: locus-eval scale [flags]
 
 The regime the chunk mailbox exists for: many workers freeing at once. (a) The free-cycle: every worker
 frees 8 requests of 16 blocks while the owner drains, at 1 to 16 workers, for locus-mailbox, the design
@@ -31,9 +27,7 @@ machine with 16 or more CPUs; locus-eval report turns its JSON into BENCHMARKS.m
 Exit status 1 when a cell failed its gates.
 
 Flags:
-`, eval.MaxScaleWorkers(runtime.NumCPU()))
-		fs.PrintDefaults()
-	}
+`, eval.MaxScaleWorkers(runtime.NumCPU())), stderr)
 	producers := fs.String("producers", "1,2,4,8,16", "free-cycle worker counts, ascending, starting at 1 (\"\": skip the free-cycle)")
 	traceWorkers := fs.String("trace-workers", "4,8,16", "trace worker counts, ascending (\"\": skip the traces)")
 	runs := fs.Int("runs", eval.DefaultScaleRuns, fmt.Sprintf("measuring processes (%d to %d)", eval.MinRuns, eval.MaxRuns))

@@ -190,6 +190,18 @@ func progressTo(stderr io.Writer, quiet bool) (func(eval.Progress), func(seconds
 	}
 }
 
+// newFlagSet returns a subcommand's flag set: errors and the usage go to
+// stderr, the usage being usage followed by the flags' defaults.
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
 // parseFlags parses a subcommand's flags, which take no arguments.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {

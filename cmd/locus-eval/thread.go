@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -12,19 +11,14 @@ import (
 )
 
 func runThread(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("locus-eval thread", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: locus-eval thread [flags]
+	fs := newFlagSet("locus-eval thread", `Usage: locus-eval thread [flags]
 
 Replays the LOCUS design thread's experiments 0351–0359 on this machine: each experiment's configurations are
 timed interleaved over -runs processes, as on the scoreboard, and its bar is judged on the 99 % intervals
 (confirmed, falsified, inconclusive). Exit status 1 when a configuration failed its gates.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
+`, stderr)
 	exps := fs.String("exp", "", "comma-separated experiments (default all: "+strings.Join(eval.ExperimentIDs(), ",")+")")
 	runs := fs.Int("runs", eval.DefaultRuns, fmt.Sprintf("measuring processes (%d to %d)", eval.MinRuns, eval.MaxRuns))
 	touch := fs.String("touch", "byte", "touch of the trace configurations: byte, full or none")

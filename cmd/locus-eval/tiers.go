@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -212,10 +211,7 @@ type tiersOptions struct {
 }
 
 func runTiers(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("locus-eval tiers", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: locus-eval tiers [flags]
+	fs := newFlagSet("locus-eval tiers", `Usage: locus-eval tiers [flags]
 
 The offload tiers beside this machine's limits, measured in one process: per tier (host, disk), store and
 load of 4 KiB, 64 KiB, 512 KiB and 2 MiB blocks through a tier.Manager (Store or Load, then Drain until
@@ -234,9 +230,7 @@ promotion: prefix-hit tokens, tokens not recomputed, bytes moved per tier, time 
 About 30 s on 2 cores (-quick: a smoke test of about 2 s whose figures mean nothing).
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
+`, stderr)
 	dir := fs.String("dir", "", "directory for the disk tier's files (default: a new temporary directory); a subdirectory is made there and removed after")
 	syncWrites := fs.Bool("sync", false, "disk stores fsync every block (the tier: disk.WithSyncWrites; the limit: pwrite, then fsync)")
 	direct := fs.Bool("direct", false, "the disk tier and its limit file use O_DIRECT (disk.WithDirectIO) in the store, load and adapter parts: the page cache is bypassed; where the file system refuses O_DIRECT (tmpfs before Linux 6.6) both stay buffered and the output says so (the chat replay stays buffered)")
