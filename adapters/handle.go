@@ -1,9 +1,9 @@
 package adapters
 
 import (
-	"encoding/binary"
 	"fmt"
 
+	"github.com/locus-go/locus/internal/relay"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -36,23 +36,21 @@ func (h Handle) String() string {
 // handle encodes h as a pool.Handle, so the release mailbox (which carries
 // handles) can carry it; it never reaches a pool.
 func (h Handle) handle() pool.Handle {
-	return encode(h.gen, h.idx, h.mgr)
+	return relayHandle(relay.ID{Gen: h.gen, Slot: h.idx, Owner: h.mgr})
 }
 
-func encode(a uint64, b, c uint32) pool.Handle {
-	var buf [pool.HandleSize]byte
-	binary.LittleEndian.PutUint64(buf[:], a)
-	binary.LittleEndian.PutUint32(buf[8:], b)
-	binary.LittleEndian.PutUint32(buf[12:], c)
-	var h pool.Handle
-	_ = h.UnmarshalBinary(buf[:]) // cannot fail: the length is right
+// relayHandle and relayID convert between a relay.ID and the handle that
+// carries it through a mailbox.
+func relayHandle(id relay.ID) (h pool.Handle) {
+	b := id.Encode()
+	_ = h.UnmarshalBinary(b[:]) // cannot fail: the length is a handle's
 	return h
 }
 
-func decode(h pool.Handle) (uint64, uint32, uint32) {
-	var buf [pool.HandleSize]byte
-	raw, _ := h.AppendBinary(buf[:0])
-	return binary.LittleEndian.Uint64(raw), binary.LittleEndian.Uint32(raw[8:]), binary.LittleEndian.Uint32(raw[12:])
+func relayID(h pool.Handle) relay.ID {
+	var b [relay.Size]byte
+	raw, _ := h.AppendBinary(b[:0])
+	return relay.Decode(raw)
 }
 
 // lease is one Acquire's claim.

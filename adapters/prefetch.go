@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/locus-go/locus/internal/relay"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -139,7 +140,7 @@ func (m *Manager) worker(p pool.Producer) {
 		default:
 			copy(t.dst, t.src)
 		}
-		out[0] = encode(t.seq, t.idx, 0)
+		out[0] = relayHandle(relay.ID{Gen: t.seq, Slot: t.idx})
 		_ = p.Send(out[:]) // fails only once Close has stopped the workers
 	}
 }
@@ -173,9 +174,9 @@ func (m *Manager) Drain(dst []Done) ([]Done, error) {
 // applyReleases is the release mailbox's sink.
 func (m *Manager) applyReleases(chunk []pool.Handle) {
 	for _, ph := range chunk {
-		gen, idx, mgr := decode(ph)
+		id := relayID(ph)
 		m.c.remoteReleases++
-		if err := m.release(Handle{gen: gen, idx: idx, mgr: mgr}); err != nil && m.drainE == nil {
+		if err := m.release(Handle{gen: id.Gen, idx: id.Slot, mgr: id.Owner}); err != nil && m.drainE == nil {
 			m.drainE = err
 		}
 	}
@@ -185,7 +186,8 @@ func (m *Manager) applyReleases(chunk []pool.Handle) {
 func (m *Manager) complete(chunk []pool.Handle) {
 	now := m.now()
 	for _, ph := range chunk {
-		seq, idx, _ := decode(ph)
+		id := relayID(ph)
+		seq, idx := id.Gen, id.Slot
 		if int(idx) >= len(m.ads) || m.ads[idx].task == nil || m.ads[idx].task.seq != seq {
 			m.c.invalid++ // cannot happen: workers report only tasks they were given
 			continue

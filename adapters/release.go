@@ -1,10 +1,7 @@
 package adapters
 
 import (
-	"sync/atomic"
-
-	"golang.org/x/sys/cpu"
-
+	"github.com/locus-go/locus/internal/relay"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -24,12 +21,7 @@ import (
 // is not usable (its calls return pool.ErrClosed); make one with
 // Manager.NewReleaser.
 type Releaser struct {
-	_       cpu.CacheLinePad
-	prod    pool.Producer
-	closed  *atomic.Bool // the manager's
-	retired bool
-	one     [1]pool.Handle
-	_       cpu.CacheLinePad
+	s relay.Sender[pool.Handle]
 }
 
 // NewReleaser returns a Releaser for one worker goroutine. Safe to call
@@ -42,7 +34,9 @@ func (m *Manager) NewReleaser() (*Releaser, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Releaser{prod: p, closed: &m.closing}, nil
+	r := &Releaser{}
+	r.s.Init(p, &m.closing)
+	return r, nil
 }
 
 // Release hands h to the owner, one push that never waits. It fails with
@@ -50,23 +44,21 @@ func (m *Manager) NewReleaser() (*Releaser, error) {
 // ErrInvalidHandle for the zero Handle; other bad handles are rejected by
 // the owner's Drain.
 func (r *Releaser) Release(h Handle) error {
-	if r == nil || r.prod == nil || r.retired || r.closed.Load() {
+	if r == nil || !r.s.Usable() {
 		return errClosed
 	}
 	if h.IsZero() {
 		return ErrInvalidHandle
 	}
-	r.one[0] = h.handle()
-	return r.prod.Send(r.one[:])
+	return r.s.Send(h.handle())
 }
 
 // Close retires the releaser: later calls fail with pool.ErrClosed, and
 // what it released before still reaches the owner's next Drain. Close may
 // be called more than once.
 func (r *Releaser) Close() error {
-	if r == nil || r.prod == nil || r.retired {
+	if r == nil {
 		return nil
 	}
-	r.retired = true
-	return r.prod.Close()
+	return r.s.Close()
 }

@@ -9,7 +9,9 @@ import (
 // TestHotPathInlines pins the compiler decisions kv's per-call paths rely
 // on: the sequence-id check every call starts with (liveSeq, its slow
 // path seqError out of line) and the event log's per-block records, which
-// cost a nil check and no call without a subscriber.
+// cost a nil check and no call without a subscriber. A worker's Release
+// is one call: the relay sender's checks, the id's encoding and the push's
+// set-up inline into it.
 func TestHotPathInlines(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -22,6 +24,11 @@ func TestHotPathInlines(t *testing.T) {
 	for _, fn := range []string{`\(\*Manager\)\.liveSeq`, `\(\*Groups\)\.liveSeq`, `\(\*eventLog\)\.stored`, `\(\*eventLog\)\.removed`} {
 		if !regexp.MustCompile(`: can inline ` + fn + `\b`).Match(report) {
 			t.Errorf("%s no longer inlines", fn)
+		}
+	}
+	for _, callee := range []string{`relay\.\(\*Sender\[[^\n]*\]\)\.Usable`, `relay\.\(\*Sender\[[^\n]*\]\)\.Send`, `SeqID\.handle`, `relay\.ID\.Encode`} {
+		if !regexp.MustCompile(`release\.go:\d+:\d+: inlining call to ` + callee).Match(report) {
+			t.Errorf("%s no longer inlines into the releaser", callee)
 		}
 	}
 	for _, fn := range []string{`\(\*Manager\)\.seqError`} {

@@ -278,7 +278,9 @@ func (m *Manager) NewReleaser() (*Releaser, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Releaser{prod: prod, closed: &m.isClosed}, nil
+	r := &Releaser{}
+	r.s.Init(prod, &m.isClosed)
+	return r, nil
 }
 
 // Drain is the owner's once-per-step call: it applies the releases workers

@@ -1,12 +1,9 @@
 package kv
 
 import (
-	"encoding/binary"
 	"fmt"
-	"sync/atomic"
 
-	"golang.org/x/sys/cpu"
-
+	"github.com/locus-go/locus/internal/relay"
 	"github.com/locus-go/locus/pool"
 )
 
@@ -53,27 +50,29 @@ func seqErr(id SeqID, mgr uint32, inRange bool, cur uint64) error {
 }
 
 // handle encodes id as a pool.Handle so that the release mailbox, which
-// carries handles, can carry it: the two have the same 16-byte encoding.
-// The handle never reaches a pool.
+// carries handles, can carry it. The handle never reaches a pool.
 func (id SeqID) handle() pool.Handle {
-	var b [pool.HandleSize]byte
-	binary.LittleEndian.PutUint64(b[:], id.gen)
-	binary.LittleEndian.PutUint32(b[8:], id.idx)
-	binary.LittleEndian.PutUint32(b[12:], id.mgr)
-	var h pool.Handle
-	_ = h.UnmarshalBinary(b[:]) // cannot fail: the length is right
-	return h
+	return relayHandle(relay.ID{Gen: id.gen, Slot: id.idx, Owner: id.mgr})
 }
 
 // seqOf decodes a handle made by SeqID.handle.
 func seqOf(h pool.Handle) SeqID {
-	var b [pool.HandleSize]byte
+	id := relayID(h)
+	return SeqID{gen: id.Gen, idx: id.Slot, mgr: id.Owner}
+}
+
+// relayHandle and relayID convert between a relay.ID and the handle that
+// carries it.
+func relayHandle(id relay.ID) (h pool.Handle) {
+	b := id.Encode()
+	_ = h.UnmarshalBinary(b[:]) // cannot fail: the length is a handle's
+	return h
+}
+
+func relayID(h pool.Handle) relay.ID {
+	var b [relay.Size]byte
 	raw, _ := h.AppendBinary(b[:0])
-	return SeqID{
-		gen: binary.LittleEndian.Uint64(raw),
-		idx: binary.LittleEndian.Uint32(raw[8:]),
-		mgr: binary.LittleEndian.Uint32(raw[12:]),
-	}
+	return relay.Decode(raw)
 }
 
 // Releaser releases finished sequences from a goroutine other than the
@@ -91,33 +90,24 @@ func seqOf(h pool.Handle) SeqID {
 // use it. The zero Releaser is not usable (its calls return pool.ErrClosed);
 // make one with Manager.NewReleaser.
 type Releaser struct {
-	// Each worker writes its own Releaser on every call (one, retired):
-	// the pads keep two workers' releasers off one cache line.
-	_       cpu.CacheLinePad
-	prod    pool.Producer
-	closed  *atomic.Bool // the manager's
-	retired bool
-	one     [1]pool.Handle
-	_       cpu.CacheLinePad
+	s relay.Sender[pool.Handle] // padded: each worker writes its own on every call
 }
 
 // Release hands the sequence id to the owner, one push that never waits. It
 // fails with pool.ErrClosed once the releaser or its manager is closed.
 func (r *Releaser) Release(id SeqID) error {
-	if r == nil || r.prod == nil || r.retired || r.closed.Load() {
+	if r == nil || !r.s.Usable() {
 		return pool.ErrClosed
 	}
-	r.one[0] = id.handle()
-	return r.prod.Send(r.one[:])
+	return r.s.Send(id.handle())
 }
 
 // Close retires the releaser: later calls fail with pool.ErrClosed, and
 // what it released before still reaches the owner's next Drain. Close may
 // be called more than once.
 func (r *Releaser) Close() error {
-	if r == nil || r.prod == nil || r.retired {
+	if r == nil {
 		return nil
 	}
-	r.retired = true
-	return r.prod.Close()
+	return r.s.Close()
 }
