@@ -60,6 +60,26 @@ func modeled[X, M any](model func(X) (M, error), f func(*run[X], M) error) func(
 func clModeled(f func(*clCase, *clModel) error) func(*clCase) error { return modeled(newClModel, f) }
 func pgModeled(f func(*pgCase, *pgModel) error) func(*pgCase) error { return modeled(newPgModel, f) }
 
+// drainDry drains until a Drain brings nothing and returns what came. A
+// drain that rejects a handle is a violation: callers send only handles
+// freed once.
+func drainDry(ctx context.Context, drain func() (int, error)) (int, error) {
+	got := 0
+	for {
+		n, err := drain()
+		if err != nil {
+			return got, violationf(ErrDuplicated, "a drain rejected handles that were freed once each: %v", err)
+		}
+		if n == 0 {
+			return got, nil
+		}
+		got += n
+		if ctx.Err() != nil {
+			return got, violationf(ErrDeadlock, "drains kept freeing")
+		}
+	}
+}
+
 // mkClassHandle builds an arbitrary handle through the public encoding.
 func mkClassHandle(block pool.Handle, class uint32) classes.Handle {
 	var b [classes.HandleSize]byte

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 
 	"github.com/locus-go/locus/internal/race"
 )
@@ -45,11 +46,7 @@ func mallocs(runs int, op func()) (least uint64, rounds [allocRounds]uint64) {
 		runtime.ReadMemStats(&after)
 		rounds[r] = after.Mallocs - before.Mallocs
 	}
-	least = rounds[0]
-	for _, n := range rounds[1:] {
-		least = min(least, n)
-	}
-	return least, rounds
+	return slices.Min(rounds[:]), rounds
 }
 
 // namedOp is an operation noAllocs measures, and its name.

@@ -29,41 +29,17 @@ func CheckBacking(newB func() (pool.Backing, error)) error {
 }
 
 func backingSuite() suite[pool.Backing] {
-	return suite[pool.Backing]{
-		cases:   backingCases,
-		abort:   func(pool.Backing) {},
-		release: func(b pool.Backing) { _ = b.Close() },
-	}
+	return suite[pool.Backing]{cases: backingCases, abort: func(pool.Backing) {}, release: func(b pool.Backing) { _ = b.Close() }}
 }
 
 type bkRun = run[pool.Backing]
 
 var backingCases = []testCase[pool.Backing]{
-	{
-		name:        "Geometry",
-		explanation: "a backing has at least one block, Len never changes, every block has the same non-zero length and no spare capacity",
-		run:         checkGeometry,
-	},
-	{
-		name:        "Zeroed",
-		explanation: "a fresh backing's blocks read as zero, also one made after others were written all over and closed, while from none to several others are live",
-		run:         checkZeroed,
-	},
-	{
-		name:        "Disjoint",
-		explanation: "no two blocks share memory, within an instance or across live instances: their address ranges do not overlap and writing one block changes no other",
-		run:         checkDisjoint,
-	},
-	{
-		name:        "Stable",
-		explanation: "Block(i) returns the same memory, with what was written into it, on every call (a hundred thousand calls)",
-		run:         checkStable,
-	},
-	{
-		name:        "CloseTwice",
-		explanation: "Close returns nil, also after every byte of every block was written, and may be called again without harm",
-		run:         checkCloseTwice,
-	},
+	{name: "Geometry", run: checkGeometry, explanation: "a backing has at least one block, Len never changes, every block has the same non-zero length and no spare capacity"},
+	{name: "Zeroed", run: checkZeroed, explanation: "a fresh backing's blocks read as zero, also one made after others were written all over and closed, while from none to several others are live"},
+	{name: "Disjoint", run: checkDisjoint, explanation: "no two blocks share memory, within an instance or across live instances: their address ranges do not overlap and writing one block changes no other"},
+	{name: "Stable", run: checkStable, explanation: "Block(i) returns the same memory, with what was written into it, on every call (a hundred thousand calls)"},
+	{name: "CloseTwice", run: checkCloseTwice, explanation: "Close returns nil, also after every byte of every block was written, and may be called again without harm"},
 }
 
 func checkGeometry(r *bkRun) error {
@@ -140,13 +116,9 @@ func checkZeroed(r *bkRun) error {
 }
 
 func checkDisjoint(r *bkRun) error {
-	insts := []pool.Backing{r.x}
-	for range liveInstances - 1 {
-		b, err := r.another()
-		if err != nil {
-			return err
-		}
-		insts = append(insts, b)
+	insts, err := instances(r, liveInstances, func(b pool.Backing) (pool.Backing, error) { return b, nil })
+	if err != nil {
+		return err
 	}
 	// By address: no two blocks' ranges overlap.
 	type span struct {

@@ -126,87 +126,22 @@ func classesSuite() suite[clsSubject] {
 type clCase = run[clsSubject]
 
 var classesCases = []testCase[clsSubject]{
-	{
-		name:        "SmallestClass",
-		explanation: "an allocation of n bytes, for n at every class boundary and one byte either side, by Alloc and AllocBytes, takes a block of the smallest class whose blocks hold n, exactly that class's size, as ClassOf says, and counts n in its Requested; Classes lists distinct sizes, smallest first, as Stats does; sizes of 0, below 0 or above the largest class are refused with pool.ErrInvalidArgument (classes.ErrTooLarge above) and change nothing",
-		run:         clModeled(checkClassesSmallest),
-	},
-	{
-		name:        "AllocClass",
-		explanation: "AllocClass(k, n) takes a block of class k for any n from 1 to its size, also when a smaller class would hold n or the smallest is exhausted, and counts n; a class or size out of range is pool.ErrInvalidArgument and changes nothing",
-		run:         clModeled(checkClassesAllocClass),
-	},
-	{
-		name:        "NoFallback",
-		explanation: "an allocation whose class has no free block fails with pool.ErrExhausted, for every class, without taking a block of a larger class or changing any count, while the other classes still allocate",
-		run:         clModeled(checkClassesNoFallback),
-	},
-	{
-		name:        "NoAliasing",
-		explanation: "through thousands of random allocations of every size and frees, live blocks never share memory, and a block's memory is exactly its class's size",
-		run:         clModeled(checkClassesNoAliasing),
-	},
-	{
-		name:        "StaleHandle",
-		explanation: "a freed handle is rejected by Free, FreeChunk, Bytes and a remote free with pool.ErrStaleHandle, also double-freed and after its block is reused, in every class, hundreds of times, and after 2^16 reuses of its block (generations do not wrap at 16 bits), counted in its class, and never reaches the new owner's memory",
-		run:         clModeled(checkClassesStale),
-	},
-	{
-		name:        "ForeignHandle",
-		explanation: "allocators made by one constructor are independent: a handle of one is rejected by another on every path with pool.ErrForeignHandle, counted there, changing nothing, also by allocators made after it was closed that hand out the very same blocks, and their blocks are disjoint memory",
-		run:         checkClassesForeign,
-	},
-	{
-		name:        "ForgedHandle",
-		explanation: "the zero handle (pool.ErrZeroHandle), handles naming no class (classes.ErrUnknownClass, counted in Stats.Rejected), a live block re-classed to another class (pool.ErrForeignHandle) and forged block handles (pool.ErrOutOfRange, pool.ErrStaleHandle, pool.ErrForeignHandle) are rejected on every path, thousands of times; only the exact live handle is accepted",
-		run:         clModeled(checkClassesForged),
-	},
-	{
-		name:        "FreeChunk",
-		explanation: "FreeChunk frees chunks of every length mixing every class; bad handles among them are skipped, counted and reported in one *pool.RejectedError whose count is theirs and whose First is one of them, and the good ones are freed",
-		run:         clModeled(checkClassesFreeChunk),
-	},
-	{
-		name:        "DrainOnExhaustion",
-		explanation: "an allocation whose class has no free block drains the blocks freed through senders first: with every block of a class freed remotely and no Drain, every allocation of that class succeeds",
-		run:         clModeled(checkClassesDrainOnExhaustion),
-	},
-	{
-		name:        "RemoteExactlyOnce",
-		explanation: "with workers freeing mixed-class chunks of every length through their own senders (FreeChunk and Free; senders kept, or made and retired per request) while the owner allocates and drains, every block comes back exactly once, counted in its class, and no live block is handed out twice",
-		run:         checkClassesRemote,
-	},
-	{
-		name:        "SenderRejects",
-		explanation: "a sender refuses handles naming no class in a *pool.RejectedError matching classes.ErrUnknownClass, counted in Stats.Rejected, and sends the rest; a drain rejects bad remotely freed handles, counts them in their class and frees the good ones beside them",
-		run:         clModeled(checkClassesSenderRejects),
-	},
-	{
-		name:        "SenderRetire",
-		explanation: "after Sender.Close every send path of that sender fails with pool.ErrClosed at every length, Close again returns nil, and what it freed before is drained exactly once and counted",
-		run:         clModeled(checkClassesSenderRetire),
-	},
-	{
-		name:        "Accounting",
-		explanation: "after every operation of thousands of random allocations (Alloc, AllocBytes, AllocClass), local and remote frees, mixed chunks and rejected calls, every class's stats equal a model (live, free, high water, allocations, frees, requested bytes, remote frees, rejections) and satisfy the identities of pool.Stats, with Requested at most Allocs × BlockSize",
-		run:         clModeled(checkClassesAccounting),
-	},
-	{
-		name:        "Snapshot",
-		explanation: "Snapshot may be read by another goroutine while the owner, and workers, keep the allocator busy: every snapshot has every class, satisfies the identities, never goes back, and after Stats it equals Stats; an owner that only drains still publishes when a Snapshot asks; and the slices of Stats, Snapshot and Classes are the caller's: they do not change as the allocator goes on, and edits to them change nothing in the allocator",
-		run:         clModeled(checkClassesSnapshot),
-	},
-	{
-		name:        "Close",
-		explanation: "after Close every call fails with pool.ErrClosed (NewSender, and the senders made before, at every length, too), Close again too, and Stats and Snapshot keep the accounting as it stood at Close",
-		run:         clModeled(checkClassesClose),
-	},
-	{
-		name:        "ZeroAllocs",
-		explanation: "Alloc, AllocBytes, AllocClass, Free, Bytes, FreeChunk of a mixed chunk, with one handle of each class or many, a rejected Free, a sender's FreeChunk and Free with the Drain that returns them, and an idle Drain allocate nothing in steady state (Stats and Snapshot return a new slice and are left out)",
-		run:         clModeled(checkClassesAllocs),
-		whole:       true,
-	},
+	{name: "SmallestClass", run: clModeled(checkClassesSmallest), explanation: "an allocation of n bytes, for n at every class boundary and one byte either side, by Alloc and AllocBytes, takes a block of the smallest class whose blocks hold n, exactly that class's size, as ClassOf says, and counts n in its Requested; Classes lists distinct sizes, smallest first, as Stats does; sizes of 0, below 0 or above the largest class are refused with pool.ErrInvalidArgument (classes.ErrTooLarge above) and change nothing"},
+	{name: "AllocClass", run: clModeled(checkClassesAllocClass), explanation: "AllocClass(k, n) takes a block of class k for any n from 1 to its size, also when a smaller class would hold n or the smallest is exhausted, and counts n; a class or size out of range is pool.ErrInvalidArgument and changes nothing"},
+	{name: "NoFallback", run: clModeled(checkClassesNoFallback), explanation: "an allocation whose class has no free block fails with pool.ErrExhausted, for every class, without taking a block of a larger class or changing any count, while the other classes still allocate"},
+	{name: "NoAliasing", run: clModeled(checkClassesNoAliasing), explanation: "through thousands of random allocations of every size and frees, live blocks never share memory, and a block's memory is exactly its class's size"},
+	{name: "StaleHandle", run: clModeled(checkClassesStale), explanation: "a freed handle is rejected by Free, FreeChunk, Bytes and a remote free with pool.ErrStaleHandle, also double-freed and after its block is reused, in every class, hundreds of times, and after 2^16 reuses of its block (generations do not wrap at 16 bits), counted in its class, and never reaches the new owner's memory"},
+	{name: "ForeignHandle", run: checkClassesForeign, explanation: "allocators made by one constructor are independent: a handle of one is rejected by another on every path with pool.ErrForeignHandle, counted there, changing nothing, also by allocators made after it was closed that hand out the very same blocks, and their blocks are disjoint memory"},
+	{name: "ForgedHandle", run: clModeled(checkClassesForged), explanation: "the zero handle (pool.ErrZeroHandle), handles naming no class (classes.ErrUnknownClass, counted in Stats.Rejected), a live block re-classed to another class (pool.ErrForeignHandle) and forged block handles (pool.ErrOutOfRange, pool.ErrStaleHandle, pool.ErrForeignHandle) are rejected on every path, thousands of times; only the exact live handle is accepted"},
+	{name: "FreeChunk", run: clModeled(checkClassesFreeChunk), explanation: "FreeChunk frees chunks of every length mixing every class; bad handles among them are skipped, counted and reported in one *pool.RejectedError whose count is theirs and whose First is one of them, and the good ones are freed"},
+	{name: "DrainOnExhaustion", run: clModeled(checkClassesDrainOnExhaustion), explanation: "an allocation whose class has no free block drains the blocks freed through senders first: with every block of a class freed remotely and no Drain, every allocation of that class succeeds"},
+	{name: "RemoteExactlyOnce", run: checkClassesRemote, explanation: "with workers freeing mixed-class chunks of every length through their own senders (FreeChunk and Free; senders kept, or made and retired per request) while the owner allocates and drains, every block comes back exactly once, counted in its class, and no live block is handed out twice"},
+	{name: "SenderRejects", run: clModeled(checkClassesSenderRejects), explanation: "a sender refuses handles naming no class in a *pool.RejectedError matching classes.ErrUnknownClass, counted in Stats.Rejected, and sends the rest; a drain rejects bad remotely freed handles, counts them in their class and frees the good ones beside them"},
+	{name: "SenderRetire", run: clModeled(checkClassesSenderRetire), explanation: "after Sender.Close every send path of that sender fails with pool.ErrClosed at every length, Close again returns nil, and what it freed before is drained exactly once and counted"},
+	{name: "Accounting", run: clModeled(checkClassesAccounting), explanation: "after every operation of thousands of random allocations (Alloc, AllocBytes, AllocClass), local and remote frees, mixed chunks and rejected calls, every class's stats equal a model (live, free, high water, allocations, frees, requested bytes, remote frees, rejections) and satisfy the identities of pool.Stats, with Requested at most Allocs × BlockSize"},
+	{name: "Snapshot", run: clModeled(checkClassesSnapshot), explanation: "Snapshot may be read by another goroutine while the owner, and workers, keep the allocator busy: every snapshot has every class, satisfies the identities, never goes back, and after Stats it equals Stats; an owner that only drains still publishes when a Snapshot asks; and the slices of Stats, Snapshot and Classes are the caller's: they do not change as the allocator goes on, and edits to them change nothing in the allocator"},
+	{name: "Close", run: clModeled(checkClassesClose), explanation: "after Close every call fails with pool.ErrClosed (NewSender, and the senders made before, at every length, too), Close again too, and Stats and Snapshot keep the accounting as it stood at Close"},
+	{name: "ZeroAllocs", run: clModeled(checkClassesAllocs), whole: true, explanation: "Alloc, AllocBytes, AllocClass, Free, Bytes, FreeChunk of a mixed chunk, with one handle of each class or many, a rejected Free, a sender's FreeChunk and Free with the Drain that returns them, and an idle Drain allocate nothing in steady state (Stats and Snapshot return a new slice and are left out)"},
 }
 
 // Minimal geometry the suite takes.

@@ -18,12 +18,9 @@ func checkClassesStale(r *clCase, m *clModel) error {
 	var olds []classes.Handle
 	for round := range scaled(300) {
 		k := round % len(m.cls)
-		b, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
-		if err == nil && b == nil {
-			err = violationf(ErrContract, "round %d: class %d refused", round, k)
-		}
+		b, err := m.take(k)
 		if err != nil {
-			return err
+			return fmt.Errorf("round %d: %w", round, err)
 		}
 		old := b.Key
 		if err := m.free(b); err != nil {
@@ -34,12 +31,9 @@ func checkClassesStale(r *clCase, m *clModel) error {
 		}
 		// The block again, with a new handle: the old one is still
 		// refused, the new owner's memory untouched.
-		nb, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
-		if err == nil && nb == nil {
-			err = violationf(ErrContract, "round %d: class %d refused", round, k)
-		}
+		nb, err := m.take(k)
 		if err != nil {
-			return err
+			return fmt.Errorf("round %d: %w", round, err)
 		}
 		if nb.Key == old {
 			return violationf(ErrAliased, "round %d: reuse gave %v, equal to the freed handle: the old handle would reach the new owner's block", round, nb.Key)
@@ -98,8 +92,8 @@ func checkClassesWrap(r *clCase, m *clModel) error {
 	}
 	size := m.cls[0].Size
 	for range m.cls[0].Blocks - 1 {
-		if b, err := m.alloc(size, viaAlloc, 0); err != nil || b == nil {
-			return errors.Join(err, violationf(ErrContract, "class 0 refused an allocation with %d blocks free", m.Counts[0].Free))
+		if _, err := m.take(0); err != nil {
+			return err
 		}
 	}
 	olds, err := wrapCycle(r.ctx, fmt.Sprintf("Alloc(%d) with one block of class 0 free", size), "Free of the block just allocated",
@@ -112,9 +106,9 @@ func checkClassesWrap(r *clCase, m *clModel) error {
 	w.Frees += wrapCycles
 	w.Requested += uint64(wrapCycles) * uint64(size)
 	w.HighWater = m.cls[0].Blocks
-	cur, err := m.alloc(size, viaAlloc, 0)
-	if err != nil || cur == nil {
-		return errors.Join(err, violationf(ErrContract, "class 0 refused an allocation with one block free"))
+	cur, err := m.take(0)
+	if err != nil {
+		return err
 	}
 	for _, old := range olds {
 		if old == cur.Key {
@@ -189,14 +183,13 @@ func checkClassesForeign(r *clCase) error {
 	return closedIdentity(r, "handle", newClModel)
 }
 
-// placeSame allocates one block of every class.
+// placeSame takes one block of every class.
 func (m *clModel) placeSame(k int) ([]*clBlock, error) {
-	for j := range m.cls {
-		if b, err := m.alloc(m.cls[j].Size, viaAlloc, 0); err != nil || b == nil {
-			return nil, errors.Join(err, violationf(ErrContract, "allocator %d: class %d refused", k, j))
-		}
+	bs, err := m.perClass(1)
+	if err != nil {
+		return nil, fmt.Errorf("allocator %d: %w", k, err)
 	}
-	return slices.Clone(m.Blocks), nil
+	return bs, nil
 }
 
 // refusedForeign checks that b, of another allocator of the same classes,

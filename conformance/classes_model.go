@@ -218,23 +218,19 @@ func staleOf(h classes.Handle) badHandle {
 	return badHandle{h, pool.ErrStaleHandle, h.Class()}
 }
 
-// drainDry drains until a Drain brings nothing and returns what came. A
-// drain that rejects a handle is a violation: callers send only handles
-// freed once.
-func (m *clModel) drainDry(ctx interface{ Err() error }) (int, error) {
-	got := 0
-	for {
-		n, err := m.c.Drain()
-		if err != nil {
-			return got, violationf(ErrDuplicated, "a drain rejected handles that were freed once each: %v", err)
-		}
-		if n == 0 {
-			return got, nil
-		}
-		got += n
-		if ctx.Err() != nil {
-			return got, violationf(ErrDeadlock, "drains kept freeing")
-		}
+// keys returns the handles of bs.
+func keys(bs []*clBlock) []classes.Handle {
+	hs := make([]classes.Handle, len(bs))
+	for i, b := range bs {
+		hs[i] = b.Key
+	}
+	return hs
+}
+
+// forget drops bs from the model, as freed remotely or not.
+func (m *clModel) forget(bs []*clBlock, remote bool) {
+	for _, b := range bs {
+		m.Forget(b, remote)
 	}
 }
 
@@ -258,10 +254,7 @@ func (m *clModel) remoteFree(r *clCase, snd ClassesSender, bs []*clBlock, single
 			}
 			return nil
 		}
-		if err := snd.FreeChunk(hs); err != nil {
-			return violationf(ErrContract, "sender FreeChunk of %d handles: %v", len(hs), err)
-		}
-		return nil
+		return contractErr(fmt.Sprintf("sender FreeChunk of %d handles", len(hs)), snd.FreeChunk(hs))
 	})
 	switch {
 	case err != nil:
@@ -276,20 +269,40 @@ func (m *clModel) remoteFree(r *clCase, snd ClassesSender, bs []*clBlock, single
 	if sub := snd.Submitted() - before; sub != uint64(len(hs)) {
 		return violationf(ErrAccounting, "Sender.Submitted grew by %d for %d handles sent", sub, len(hs))
 	}
-	for _, b := range bs {
-		m.Forget(b, true)
-	}
+	m.forget(bs, true)
 	return nil
 }
 
-// fillClass allocates every free block of class k.
+// take allocates a block of class k with Alloc of the class's size, which
+// the model says must succeed.
+func (m *clModel) take(k int) (*clBlock, error) {
+	b, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
+	if err != nil || b == nil {
+		return nil, errors.Join(err, violationf(ErrContract, "class %d refused an allocation with %d blocks free", k, m.Counts[k].Free))
+	}
+	return b, nil
+}
+
+// perClass takes n blocks of every class, class by class.
+func (m *clModel) perClass(n int) ([]*clBlock, error) {
+	var bs []*clBlock
+	for k := range m.cls {
+		for range n {
+			b, err := m.take(k)
+			if err != nil {
+				return nil, err
+			}
+			bs = append(bs, b)
+		}
+	}
+	return bs, nil
+}
+
+// fillClass takes every free block of class k.
 func (m *clModel) fillClass(k int) ([]*clBlock, error) {
 	var bs []*clBlock
 	for m.Counts[k].Free > 0 {
-		b, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
-		if err == nil && b == nil {
-			err = violationf(ErrContract, "class %d refused an allocation with blocks free", k)
-		}
+		b, err := m.take(k)
 		if err != nil {
 			return nil, err
 		}

@@ -246,7 +246,7 @@ func classesExchange(r *clCase, c clsSubject, perRequest bool) error {
 	if err := stop(nil); err != nil {
 		return err
 	}
-	if _, err := m.drainDry(ctx); err != nil {
+	if _, err := drainDry(ctx, m.c.Drain); err != nil {
 		return err
 	}
 	st := m.c.Stats()
@@ -279,20 +279,11 @@ func checkClassesSenderRejects(r *clCase, m *clModel) error {
 		return violationf(ErrContract, "NewSender: %v", err)
 	}
 	for round := range scaled(40) {
-		var good []*clBlock
-		for k := range m.cls {
-			for range 1 + round%3 {
-				b, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
-				if err != nil || b == nil {
-					return errors.Join(err, violationf(ErrContract, "round %d: class %d refused", round, k))
-				}
-				good = append(good, b)
-			}
+		good, err := m.perClass(1 + round%3)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
 		}
-		hs := make([]classes.Handle, 0, len(good)+2)
-		for _, b := range good {
-			hs = append(hs, b.Key)
-		}
+		hs := keys(good)
 		unknown := 1 + round%2
 		for i := range unknown {
 			hs = slices.Insert(hs, (i*7)%len(hs), mkClassHandle(good[i].Key.Block(), uint32(len(m.cls)+i)))
@@ -317,43 +308,26 @@ func checkClassesSenderRejects(r *clCase, m *clModel) error {
 			return violationf(ErrLost, "round %d: drains brought %d of the %d good handles sent beside bad ones", round, got, len(good))
 		}
 		m.Rejected += uint64(unknown)
-		for _, b := range good {
-			m.Forget(b, true)
-		}
+		m.forget(good, true)
 		if err := m.check(fmt.Sprintf("round %d, after a sender refused handles naming no class", round)); err != nil {
 			return err
 		}
 		// Stale handles beside good ones: the drain refuses those, frees
 		// these, and counts both.
-		var more []*clBlock
-		for k := range m.cls {
-			b, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
-			if err != nil || b == nil {
-				return errors.Join(err, violationf(ErrContract, "round %d: class %d refused", round, k))
-			}
-			more = append(more, b)
-		}
-		hs = hs[:0]
-		for _, b := range more {
-			hs = append(hs, b.Key)
+		more, err := m.perClass(1)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
 		}
 		stale := good[round%len(good)].Key
-		hs = append(hs, stale)
-		got, reports, err = drainSending(r.ctx, m.c.Drain, true, func() error {
-			if err := snd.FreeChunk(hs); err != nil {
-				return violationf(ErrContract, "sender FreeChunk: %v", err)
-			}
-			return nil
-		})
+		hs = append(keys(more), stale)
+		got, reports, err = drainSending(r.ctx, m.c.Drain, true, func() error { return contractErr("sender FreeChunk", snd.FreeChunk(hs)) })
 		if err != nil {
 			return err
 		}
 		if got != len(more) || len(reports) != 1 || !errors.As(reports[0], &rej) || !errors.Is(reports[0], pool.ErrStaleHandle) || rej.Rejected != 1 {
 			return violationf(ErrContract, "round %d: drains of %d good handles and one stale one freed %d and reported %v, want %d freed and one *pool.RejectedError of a stale handle", round, len(more), got, reports, len(more))
 		}
-		for _, b := range more {
-			m.Forget(b, true)
-		}
+		m.forget(more, true)
 		w := &m.Counts[stale.Class()]
 		w.RemoteSubmitted++
 		w.RemoteDrained++
@@ -385,20 +359,11 @@ func checkClassesSenderRetire(r *clCase, m *clModel) error {
 		if err != nil {
 			return violationf(ErrContract, "NewSender: %v", err)
 		}
-		var bs []*clBlock
-		for k := range m.cls {
-			for range 1 + round%3 {
-				b, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
-				if err != nil || b == nil {
-					return errors.Join(err, violationf(ErrContract, "class %d refused", k))
-				}
-				bs = append(bs, b)
-			}
+		bs, err := m.perClass(1 + round%3)
+		if err != nil {
+			return err
 		}
-		hs := make([]classes.Handle, len(bs))
-		for i, b := range bs {
-			hs[i] = b.Key
-		}
+		hs := keys(bs)
 		// Freed, then retired before any drain: what it freed still
 		// comes back.
 		got, reports, err := drainSending(r.ctx, m.c.Drain, false, func() error {
@@ -410,10 +375,7 @@ func checkClassesSenderRetire(r *clCase, m *clModel) error {
 					return violationf(ErrContract, "sender Free: %v", err)
 				}
 			}
-			if err := snd.Close(); err != nil {
-				return violationf(ErrContract, "Sender.Close = %v, want nil", err)
-			}
-			return nil
+			return contractErr("Sender.Close", snd.Close())
 		})
 		if len(reports) > 0 {
 			return errors.Join(violationf(ErrDuplicated, "a drain rejected handles freed once each: %v", reports[0]), err)
@@ -421,7 +383,7 @@ func checkClassesSenderRetire(r *clCase, m *clModel) error {
 		if err != nil {
 			return err
 		}
-		more, err := m.drainDry(r.ctx)
+		more, err := drainDry(r.ctx, m.c.Drain)
 		if err != nil {
 			return err
 		}
@@ -431,9 +393,7 @@ func checkClassesSenderRetire(r *clCase, m *clModel) error {
 		if sub := snd.Submitted(); sub != uint64(len(bs)) {
 			return violationf(ErrAccounting, "round %d: a retired sender's Submitted = %d, it freed %d", round, sub, len(bs))
 		}
-		for _, b := range bs {
-			m.Forget(b, true)
-		}
+		m.forget(bs, true)
 		if err := classSendsFail("a retired sender", snd, hs[0]); err != nil {
 			return err
 		}

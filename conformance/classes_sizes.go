@@ -26,11 +26,8 @@ func checkClassesSmallest(r *clCase, m *clModel) error {
 		for _, n := range m.sizes() {
 			for _, how := range []int{viaAlloc, viaAllocBytes} {
 				b, err := m.alloc(n, how, 0)
-				if err == nil && b == nil {
-					err = violationf(ErrContract, "%s(%d) refused on an empty allocator", viaNames[how], n)
-				}
-				if err != nil {
-					return fmt.Errorf("round %d: %w", round, err)
+				if err != nil || b == nil {
+					return fmt.Errorf("round %d: %w", round, errors.Join(err, violationf(ErrContract, "%s(%d) refused on an empty allocator", viaNames[how], n)))
 				}
 				if k, err := c.ClassOf(n); k != b.Class || err != nil {
 					return violationf(ErrContract, "ClassOf(%d) = %d, %v; the allocation took class %d", n, k, err, b.Class)
@@ -71,12 +68,8 @@ func checkClassesAllocClass(r *clCase, m *clModel) error {
 			if n < 1 {
 				continue
 			}
-			b, err := m.alloc(n, viaAllocClass, k)
-			if err == nil && b == nil {
-				err = violationf(ErrContract, "AllocClass(%d, %d) refused on an empty allocator", k, n)
-			}
-			if err != nil {
-				return err
+			if b, err := m.alloc(n, viaAllocClass, k); err != nil || b == nil {
+				return errors.Join(err, violationf(ErrContract, "AllocClass(%d, %d) refused on an empty allocator", k, n))
 			}
 			if err := m.check(fmt.Sprintf("after AllocClass(%d, %d)", k, n)); err != nil {
 				return err
@@ -128,12 +121,8 @@ func checkClassesNoFallback(r *clCase, m *clModel) error {
 		}
 		for j := range m.cls {
 			if j != k && m.Counts[j].Free > 0 {
-				b, err := m.alloc(m.cls[j].Size, viaAlloc, 0)
-				if err == nil && b == nil {
-					err = violationf(ErrContract, "class %d refused with class %d exhausted", j, k)
-				}
-				if err != nil {
-					return err
+				if _, err := m.take(j); err != nil {
+					return fmt.Errorf("with class %d exhausted: %w", k, err)
 				}
 			}
 		}
@@ -237,9 +226,7 @@ func checkClassesFreeChunk(r *clCase, m *clModel) error {
 				m.Refused(x.count, 1)
 			}
 		}
-		for _, b := range chunk {
-			m.Forget(b, false)
-		}
+		m.forget(chunk, false)
 		if err := m.check(fmt.Sprintf("after FreeChunk of %d live and %d bad handles", length, len(bad))); err != nil {
 			return err
 		}

@@ -29,16 +29,10 @@ func checkClassesAccounting(r *clCase, m *clModel) error {
 		case model.SizesFree:
 			err = m.free(op.Blocks[0])
 		case model.SizesFreeChunk:
-			hs := make([]classes.Handle, len(op.Blocks))
-			for i, b := range op.Blocks {
-				hs[i] = b.Key
-			}
-			if err = m.c.FreeChunk(hs); err != nil {
-				err = violationf(ErrContract, "FreeChunk of %d live handles: %v", len(hs), err)
+			if err = m.c.FreeChunk(keys(op.Blocks)); err != nil {
+				err = violationf(ErrContract, "FreeChunk of %d live handles: %v", len(op.Blocks), err)
 			} else {
-				for _, b := range op.Blocks {
-					m.Forget(b, false)
-				}
+				m.forget(op.Blocks, false)
 			}
 		case model.SizesRemote:
 			err = m.remoteFree(r, snd, op.Blocks, op.Single)
@@ -56,7 +50,7 @@ func checkClassesAccounting(r *clCase, m *clModel) error {
 				m.Refused(-1, 1)
 			}
 		default:
-			_, err = m.drainDry(r.ctx)
+			_, err = drainDry(r.ctx, m.c.Drain)
 		}
 		if err == nil {
 			err = m.check("")
@@ -209,9 +203,9 @@ func checkClassesOwnSlices(m *clModel) error {
 		st := read.get()
 		kept := slices.Clone(st.Classes)
 		// The allocator goes on: the earlier value must not follow.
-		x, err := m.alloc(m.cls[len(m.cls)-1].Size, viaAlloc, 0)
-		if err != nil || x == nil {
-			return errors.Join(err, violationf(ErrContract, "Alloc of the largest class failed"))
+		x, err := m.take(len(m.cls) - 1)
+		if err != nil {
+			return err
 		}
 		later := read.get()
 		if !slices.Equal(st.Classes, kept) {
@@ -257,13 +251,9 @@ func checkClassesOwnSlices(m *clModel) error {
 
 func checkClassesClose(r *clCase, m *clModel) error {
 	c := m.c
-	var live []*clBlock
-	for k := range m.cls {
-		b, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
-		if err != nil || b == nil {
-			return errors.Join(err, violationf(ErrContract, "class %d refused", k))
-		}
-		live = append(live, b)
+	live, err := m.perClass(1)
+	if err != nil {
+		return err
 	}
 	snd, err := c.NewSender()
 	if err != nil {
@@ -367,12 +357,7 @@ func checkClassesAllocs(r *clCase, m *clModel) error {
 			}
 			return contractErr("FreeChunk", c.FreeChunk(big))
 		}},
-		{"a rejected Free", func() error {
-			if err := c.Free(stale); !errors.Is(err, pool.ErrStaleHandle) {
-				return violationf(ErrContract, "Free of a stale handle = %v", err)
-			}
-			return nil
-		}},
+		{"a rejected Free", func() error { return wantIs("Free of a stale handle", c.Free(stale), pool.ErrStaleHandle) }},
 		{"sender FreeChunk+Drain", func() error {
 			if err := fill(); err != nil {
 				return err
@@ -392,10 +377,7 @@ func checkClassesAllocs(r *clCase, m *clModel) error {
 			}
 			return drainBlocks(c.Drain, 1)
 		}},
-		{"an idle Drain", func() error {
-			_, err := c.Drain()
-			return contractErr("Drain", err)
-		}},
+		{"an idle Drain", func() error { _, err := c.Drain(); return contractErr("Drain", err) }},
 	})
 }
 

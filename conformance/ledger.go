@@ -19,18 +19,57 @@ import (
 // producer's Send returned (a channel or the crew orders the two); got,
 // strays and the counts are written by the owner's sink only.
 type ledger struct {
+	ownedSink
 	src    *handleSource
 	sent   [][]pool.Handle // per producer: the handles of its accepted sends, in order
 	got    [][]pool.Handle // per producer: the handles delivered, in order
 	strays []pool.Handle   // delivered, planned by no producer
 	poison map[pool.Handle]bool
-	n      int // handles delivered
-	sink   *pool.Sink
-	// The sink is the owner's, to be called during Drain only: handles
-	// passed to it at any other time are counted, not recorded.
+}
+
+// ownedSink is a sink that is the owner's, to be called during Drain only:
+// handles passed to it at any other time, or by overlapping Puts (see
+// putGuard), are counted, not passed on. n counts the others.
+type ownedSink struct {
+	sink     *pool.Sink
+	n        int
 	draining atomic.Bool
 	outside  atomic.Int64
 	guard    putGuard
+}
+
+// init makes the sink, which passes each chunk of the owner's to put.
+func (o *ownedSink) init(put func(chunk []pool.Handle)) {
+	o.sink = pool.NewSink(func(chunk []pool.Handle) {
+		if !o.draining.Load() {
+			o.outside.Add(int64(len(chunk)))
+			return
+		}
+		defer o.guard.exit()
+		if !o.guard.enter(len(chunk)) {
+			return
+		}
+		o.n += len(chunk)
+		put(chunk)
+	})
+}
+
+// drain drains tr once and returns how many handles came.
+func (o *ownedSink) drain(tr pool.Transport) int {
+	before := o.n
+	o.draining.Store(true)
+	tr.Drain(o.sink)
+	o.draining.Store(false)
+	return o.n - before
+}
+
+// check reports handles passed to the sink outside Drain, and overlapping
+// Puts.
+func (o *ownedSink) check() error {
+	if n := o.outside.Load(); n > 0 {
+		return violationf(ErrContract, "the transport passed %d handles to the sink outside Drain: a sink is the owner's, during Drain only", n)
+	}
+	return o.guard.check()
 }
 
 // putGuard catches a transport that calls one sink from several goroutines
@@ -68,16 +107,7 @@ func newLedger(src *handleSource, producers int) *ledger {
 		got:    make([][]pool.Handle, producers),
 		poison: map[pool.Handle]bool{},
 	}
-	l.sink = pool.NewSink(func(chunk []pool.Handle) {
-		if !l.draining.Load() {
-			l.outside.Add(int64(len(chunk)))
-			return
-		}
-		defer l.guard.exit()
-		if !l.guard.enter(len(chunk)) {
-			return
-		}
-		l.n += len(chunk)
+	l.init(func(chunk []pool.Handle) {
 		for _, h := range chunk {
 			if p, ok := l.src.owner[h]; ok && p < len(l.got) {
 				l.got[p] = append(l.got[p], h)
@@ -90,30 +120,13 @@ func newLedger(src *handleSource, producers int) *ledger {
 }
 
 // tally is a sink for cases that only count what comes (and may look at
-// each handle). Like the ledger it belongs to the owner during Drain: what
-// a transport passes it at any other time is counted apart, and touches
-// nothing else.
-type tally struct {
-	sink     *pool.Sink
-	n        int
-	draining atomic.Bool
-	outside  atomic.Int64
-	guard    putGuard
-}
+// each handle). Like the ledger it belongs to the owner during Drain.
+type tally struct{ ownedSink }
 
 // newTally returns a tally that also passes every handle to each, if set.
 func newTally(each func(pool.Handle)) *tally {
 	t := &tally{}
-	t.sink = pool.NewSink(func(chunk []pool.Handle) {
-		if !t.draining.Load() {
-			t.outside.Add(int64(len(chunk)))
-			return
-		}
-		defer t.guard.exit()
-		if !t.guard.enter(len(chunk)) {
-			return
-		}
-		t.n += len(chunk)
+	t.init(func(chunk []pool.Handle) {
 		if each != nil {
 			for _, h := range chunk {
 				each(h)
@@ -121,32 +134,6 @@ func newTally(each func(pool.Handle)) *tally {
 		}
 	})
 	return t
-}
-
-// drain drains tr once and returns how many handles came.
-func (t *tally) drain(tr pool.Transport) int {
-	before := t.n
-	t.draining.Store(true)
-	tr.Drain(t.sink)
-	t.draining.Store(false)
-	return t.n - before
-}
-
-// check reports handles passed to the sink outside Drain.
-func (t *tally) check() error {
-	if n := t.outside.Load(); n > 0 {
-		return violationf(ErrContract, "the transport passed %d handles to the sink outside Drain: a sink is the owner's, during Drain only", n)
-	}
-	return t.guard.check()
-}
-
-// drain drains tr once into the ledger and returns how many handles came.
-func (l *ledger) drain(tr pool.Transport) int {
-	before := l.n
-	l.draining.Store(true)
-	tr.Drain(l.sink)
-	l.draining.Store(false)
-	return l.n - before
 }
 
 // sentTotal returns how many handles producers have sent so far.
@@ -194,10 +181,7 @@ func (l *ledger) settle(ctx context.Context, tr pool.Transport) error {
 // verdict compares what was delivered with what was sent: every handle
 // exactly once per send, in each producer's order, with every field intact.
 func (l *ledger) verdict() error {
-	if n := l.outside.Load(); n > 0 {
-		return violationf(ErrContract, "the transport passed %d handles to the sink outside Drain: a sink is the owner's, during Drain only", n)
-	}
-	if err := l.guard.check(); err != nil {
+	if err := l.check(); err != nil {
 		return err
 	}
 	if len(l.strays) > 0 {

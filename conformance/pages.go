@@ -138,13 +138,19 @@ func CheckPages[P Pages](newP func(cfg PagesConfig) (P, error)) error {
 	if newP == nil {
 		return errNilConstructor
 	}
-	return joinOutcomes(pagesOutcomes(func(cfg PagesConfig) (Pages, error) {
+	var errs []error
+	for _, o := range pagesOutcomes(func(cfg PagesConfig) (Pages, error) {
 		p, err := newP(cfg)
 		if err != nil {
 			return nil, err
 		}
 		return p, nil
-	}, callerOutside()))
+	}, callerOutside()) {
+		if o.err != nil {
+			errs = append(errs, o.err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // pagesOutcomes runs every case of the page-run suite.
@@ -158,17 +164,6 @@ func pagesOutcomes(newP func(PagesConfig) (Pages, error), where string) []outcom
 		}
 	}
 	return outs
-}
-
-// joinOutcomes joins the errors of outs.
-func joinOutcomes(outs []outcome) error {
-	var errs []error
-	for _, o := range outs {
-		if o.err != nil {
-			errs = append(errs, o.err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // pagesSuiteOf is the suite of one case: each case builds its allocators
@@ -330,120 +325,27 @@ var pagesSetups = map[string]pagesSetup{
 type pgCase = run[*pagesInst]
 
 var pagesCases = []testCase[*pagesInst]{
-	{
-		name:        "RunLengths",
-		explanation: "on an empty region a run of every length from one page to the whole region is placed, exactly as long as asked, its memory n pages with no spare capacity, and the rest of the region is still one free run that holds the rest",
-		run:         pgModeled(checkPagesLengths),
-	},
-	{
-		name:        "Placement",
-		explanation: "on regions fragmented into free runs of many lengths, around the boundaries of 64 and powers of two, and into as many free runs as the region holds (the smallest at the highest address), every allocation lands in a free run the fit allows (best fit: a smallest one that holds it; first fit: the lowest-addressed one), and fails with pool.ErrExhausted only when no free run is long enough",
-		run:         pgModeled(checkPagesPlacement),
-	},
-	{
-		name:        "NoOverlap",
-		explanation: "through thousands of random allocations and frees of every length, live runs never share a page or a byte, every run stays in the region, and the accounting is exact after every call",
-		run:         pgModeled(checkPagesNoOverlap),
-	},
-	{
-		name:        "Coalescing",
-		explanation: "freeing runs merges them with free neighbours at once, in every order of freeing, at the region's edges and between live runs: the free runs are always maximal, and once everything is free one run of the whole region is placed",
-		run:         pgModeled(checkPagesCoalescing),
-	},
-	{
-		name:        "Exhaustion",
-		explanation: "an allocation that no free run holds fails with pool.ErrExhausted, is counted in Failed and changes nothing else, also when enough pages are free but none contiguous",
-		run:         pgModeled(checkPagesExhaustion),
-	},
-	{
-		name:        "Arguments",
-		explanation: "runs of 0, negative or more than all pages, unknown content types, a negative Evict and an Unpin of an unpinned run are refused with pool.ErrInvalidArgument (pages.ErrNotPinned for Unpin) and change nothing",
-		run:         pgModeled(checkPagesArguments),
-	},
-	{
-		name:        "DefaultContent",
-		explanation: "without content types an allocator has one, pages.DefaultContent, which is never evicted: unpinned runs of it stay until freed, Evict evicts nothing, and other content values are refused",
-		run:         pgModeled(checkPagesDefault),
-	},
-	{
-		name:        "StaleRun",
-		explanation: "a freed run is rejected by Free, Pin, Unpin, Pins, Bytes, Span and Content with pool.ErrStaleHandle, also double-freed and after its pages were reused, hundreds of times, each rejection counted, and never reaches the new run's pages",
-		run:         pgModeled(checkPagesStale),
-	},
-	{
-		name:        "Instances",
-		explanation: "allocators made by one constructor are independent: a run of one is rejected by another on every path with pool.ErrForeignHandle, counted there and changing nothing, also by allocators made after it was closed that place the very same runs, and their regions are disjoint memory",
-		run:         checkPagesInstances,
-	},
-	{
-		name:        "ForgedRun",
-		explanation: "the zero run, runs past the region, runs naming a page inside a live run, a free page, or a live run with another generation or another allocator's id are rejected (pool.ErrZeroHandle, pool.ErrOutOfRange, pool.ErrStaleHandle, pool.ErrForeignHandle), thousands of times; only the exact live run is accepted",
-		run:         pgModeled(checkPagesForged),
-	},
-	{
-		name:        "Wraparound",
-		explanation: "counters do not wrap where a narrower field would: a run freed 2^16 allocations of its pages ago is still stale on every path and never reaches the run now on its pages, and a run pinned 2^16 times keeps every pin and is never evicted",
-		run:         pgModeled(checkPagesWrap),
-	},
-	{
-		name:        "ContentRange",
-		explanation: "with pages.MaxContentTypes content types of priorities across the whole int range, every content type round-trips through Alloc, Content and Stats.Content, every content value past the types is refused, and eviction follows the priorities as ints: lowest first, an allocation evicting only runs of priority at most its own",
-		run:         pgModeled(checkPagesContentRange),
-	},
-	{
-		name:        "Pins",
-		explanation: "a new run has one pin; Pin and Unpin count; Unpin of an unpinned run is pages.ErrNotPinned; Free drops every pin; a pinned run is never evicted, by an allocation, by Evict or by the watermarks",
-		run:         pgModeled(checkPagesPins),
-	},
-	{
-		name:        "EvictionLRU",
-		explanation: "within one priority, unpinned runs are evicted least recently unpinned first, also across content types that share the priority; pinning and unpinning a run again makes it the most recent",
-		run:         pgModeled(checkPagesLRU),
-	},
-	{
-		name:        "EvictionPriority",
-		explanation: "eviction takes the lowest priority first; an allocation evicts only runs of priority at most its content's; content that is not evictable is never evicted, whatever its priority",
-		run:         pgModeled(checkPagesPriority),
-	},
-	{
-		name:        "EvictionMinimal",
-		explanation: "an allocation that does not fit evicts, in order, only until a free run holds it; when even evicting every candidate could not free enough pages it evicts nothing and fails with pool.ErrExhausted",
-		run:         pgModeled(checkPagesMinimal),
-	},
-	{
-		name:        "Evict",
-		explanation: "Evict(n) evicts whole unpinned evictable runs in eviction order until at least n pages are evicted or none is left, and returns the pages it evicted; Evict(0) evicts nothing",
-		run:         pgModeled(checkPagesEvict),
-	},
-	{
-		name:        "EvictFunc",
-		explanation: "the EvictFunc hears of every eviction, in order, during Alloc or Evict only, before the run's pages are reused: the run is still valid (Bytes shows its data, Span, Content and Pins answer), Stats and Snapshot return (no lock held across the call) and Alloc, Free, Pin, Unpin, Evict and Close fail with pages.ErrInEviction; afterwards the run is stale on every path",
-		run:         pgModeled(checkPagesEvictFunc),
-	},
-	{
-		name:        "Watermarks",
-		explanation: "with watermarks, an allocation that leaves at least high×Pages pages in use evicts unpinned evictable runs, in eviction order, until at most low×Pages are in use or none is left, never the new run; inside the band nothing is evicted",
-		run:         pgModeled(checkPagesWatermarks),
-	},
-	{
-		name:        "Accounting",
-		explanation: "after every operation of thousands of random allocations, frees, pins, unpins, evictions and rejected calls, Stats equals a model field by field (pages used and free, maximal free runs, the longest, runs and pins per content, evictable pages, every counter) and every eviction is the one the model expects",
-		run:         pgModeled(checkPagesAccounting),
-	},
-	{
-		name:        "Snapshot",
-		explanation: "Snapshot may be read by another goroutine while the owner works: every snapshot satisfies the identities of pages.Stats, counters never go back, and after Stats it equals Stats; a Snapshot asked for while the owner only allocates, or only frees, and never calls Stats shows what the owner did before it asked: the owner publishes at its Alloc and Free when a reader asked, not only at Stats or Close",
-		run:         pgModeled(checkPagesSnapshot),
-	},
-	{
-		name:        "Close",
-		explanation: "after Close every call fails with pool.ErrClosed, Close again too, and Stats and Snapshot keep the accounting as it stood at Close, changes since the last Stats included",
-		run:         pgModeled(checkPagesClose),
-	},
-	{
-		name:        "ZeroAllocs",
-		explanation: "Alloc, Free, Pin, Unpin, Pins, Bytes, Span, Content, an Alloc that evicts one run or several, Evict of one run or several, a rejected Free, Stats and Snapshot allocate nothing in steady state",
-		run:         pgModeled(checkPagesAllocs),
-		whole:       true,
-	},
+	{name: "RunLengths", run: pgModeled(checkPagesLengths), explanation: "on an empty region a run of every length from one page to the whole region is placed, exactly as long as asked, its memory n pages with no spare capacity, and the rest of the region is still one free run that holds the rest"},
+	{name: "Placement", run: pgModeled(checkPagesPlacement), explanation: "on regions fragmented into free runs of many lengths, around the boundaries of 64 and powers of two, and into as many free runs as the region holds (the smallest at the highest address), every allocation lands in a free run the fit allows (best fit: a smallest one that holds it; first fit: the lowest-addressed one), and fails with pool.ErrExhausted only when no free run is long enough"},
+	{name: "NoOverlap", run: pgModeled(checkPagesNoOverlap), explanation: "through thousands of random allocations and frees of every length, live runs never share a page or a byte, every run stays in the region, and the accounting is exact after every call"},
+	{name: "Coalescing", run: pgModeled(checkPagesCoalescing), explanation: "freeing runs merges them with free neighbours at once, in every order of freeing, at the region's edges and between live runs: the free runs are always maximal, and once everything is free one run of the whole region is placed"},
+	{name: "Exhaustion", run: pgModeled(checkPagesExhaustion), explanation: "an allocation that no free run holds fails with pool.ErrExhausted, is counted in Failed and changes nothing else, also when enough pages are free but none contiguous"},
+	{name: "Arguments", run: pgModeled(checkPagesArguments), explanation: "runs of 0, negative or more than all pages, unknown content types, a negative Evict and an Unpin of an unpinned run are refused with pool.ErrInvalidArgument (pages.ErrNotPinned for Unpin) and change nothing"},
+	{name: "DefaultContent", run: pgModeled(checkPagesDefault), explanation: "without content types an allocator has one, pages.DefaultContent, which is never evicted: unpinned runs of it stay until freed, Evict evicts nothing, and other content values are refused"},
+	{name: "StaleRun", run: pgModeled(checkPagesStale), explanation: "a freed run is rejected by Free, Pin, Unpin, Pins, Bytes, Span and Content with pool.ErrStaleHandle, also double-freed and after its pages were reused, hundreds of times, each rejection counted, and never reaches the new run's pages"},
+	{name: "Instances", run: checkPagesInstances, explanation: "allocators made by one constructor are independent: a run of one is rejected by another on every path with pool.ErrForeignHandle, counted there and changing nothing, also by allocators made after it was closed that place the very same runs, and their regions are disjoint memory"},
+	{name: "ForgedRun", run: pgModeled(checkPagesForged), explanation: "the zero run, runs past the region, runs naming a page inside a live run, a free page, or a live run with another generation or another allocator's id are rejected (pool.ErrZeroHandle, pool.ErrOutOfRange, pool.ErrStaleHandle, pool.ErrForeignHandle), thousands of times; only the exact live run is accepted"},
+	{name: "Wraparound", run: pgModeled(checkPagesWrap), explanation: "counters do not wrap where a narrower field would: a run freed 2^16 allocations of its pages ago is still stale on every path and never reaches the run now on its pages, and a run pinned 2^16 times keeps every pin and is never evicted"},
+	{name: "ContentRange", run: pgModeled(checkPagesContentRange), explanation: "with pages.MaxContentTypes content types of priorities across the whole int range, every content type round-trips through Alloc, Content and Stats.Content, every content value past the types is refused, and eviction follows the priorities as ints: lowest first, an allocation evicting only runs of priority at most its own"},
+	{name: "Pins", run: pgModeled(checkPagesPins), explanation: "a new run has one pin; Pin and Unpin count; Unpin of an unpinned run is pages.ErrNotPinned; Free drops every pin; a pinned run is never evicted, by an allocation, by Evict or by the watermarks"},
+	{name: "EvictionLRU", run: pgModeled(checkPagesLRU), explanation: "within one priority, unpinned runs are evicted least recently unpinned first, also across content types that share the priority; pinning and unpinning a run again makes it the most recent"},
+	{name: "EvictionPriority", run: pgModeled(checkPagesPriority), explanation: "eviction takes the lowest priority first; an allocation evicts only runs of priority at most its content's; content that is not evictable is never evicted, whatever its priority"},
+	{name: "EvictionMinimal", run: pgModeled(checkPagesMinimal), explanation: "an allocation that does not fit evicts, in order, only until a free run holds it; when even evicting every candidate could not free enough pages it evicts nothing and fails with pool.ErrExhausted"},
+	{name: "Evict", run: pgModeled(checkPagesEvict), explanation: "Evict(n) evicts whole unpinned evictable runs in eviction order until at least n pages are evicted or none is left, and returns the pages it evicted; Evict(0) evicts nothing"},
+	{name: "EvictFunc", run: pgModeled(checkPagesEvictFunc), explanation: "the EvictFunc hears of every eviction, in order, during Alloc or Evict only, before the run's pages are reused: the run is still valid (Bytes shows its data, Span, Content and Pins answer), Stats and Snapshot return (no lock held across the call) and Alloc, Free, Pin, Unpin, Evict and Close fail with pages.ErrInEviction; afterwards the run is stale on every path"},
+	{name: "Watermarks", run: pgModeled(checkPagesWatermarks), explanation: "with watermarks, an allocation that leaves at least high×Pages pages in use evicts unpinned evictable runs, in eviction order, until at most low×Pages are in use or none is left, never the new run; inside the band nothing is evicted"},
+	{name: "Accounting", run: pgModeled(checkPagesAccounting), explanation: "after every operation of thousands of random allocations, frees, pins, unpins, evictions and rejected calls, Stats equals a model field by field (pages used and free, maximal free runs, the longest, runs and pins per content, evictable pages, every counter) and every eviction is the one the model expects"},
+	{name: "Snapshot", run: pgModeled(checkPagesSnapshot), explanation: "Snapshot may be read by another goroutine while the owner works: every snapshot satisfies the identities of pages.Stats, counters never go back, and after Stats it equals Stats; a Snapshot asked for while the owner only allocates, or only frees, and never calls Stats shows what the owner did before it asked: the owner publishes at its Alloc and Free when a reader asked, not only at Stats or Close"},
+	{name: "Close", run: pgModeled(checkPagesClose), explanation: "after Close every call fails with pool.ErrClosed, Close again too, and Stats and Snapshot keep the accounting as it stood at Close, changes since the last Stats included"},
+	{name: "ZeroAllocs", run: pgModeled(checkPagesAllocs), whole: true, explanation: "Alloc, Free, Pin, Unpin, Pins, Bytes, Span, Content, an Alloc that evicts one run or several, Evict of one run or several, a rejected Free, Stats and Snapshot allocate nothing in steady state"},
 }

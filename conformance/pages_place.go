@@ -33,22 +33,16 @@ func checkPagesLengths(r *pgCase, m *pgModel) error {
 	for i, n := range runLengths(m.Pages) {
 		c := pages.Content(i % len(m.types))
 		x, err := m.alloc(n, c)
-		if err != nil {
-			return err
-		}
-		if x == nil {
-			return violationf(ErrContract, "Alloc(%d) on an empty region of %d pages failed", n, m.Pages)
+		if err != nil || x == nil {
+			return errors.Join(err, violationf(ErrContract, "Alloc(%d) on an empty region of %d pages failed", n, m.Pages))
 		}
 		if err := m.check(fmt.Sprintf("after Alloc(%d) on an empty region", n)); err != nil {
 			return err
 		}
 		if n < m.Pages {
 			rest, err := m.alloc(m.Pages-n, c)
-			if err != nil {
-				return err
-			}
-			if rest == nil {
-				return violationf(ErrContract, "Alloc(%d) beside a run of %d pages in a region of %d failed", m.Pages-n, n, m.Pages)
+			if err != nil || rest == nil {
+				return errors.Join(err, violationf(ErrContract, "Alloc(%d) beside a run of %d pages in a region of %d failed", m.Pages-n, n, m.Pages))
 			}
 			if _, err := m.alloc(1, c); err != nil {
 				return err
@@ -283,11 +277,8 @@ func checkPagesCoalescing(r *pgCase, m *pgModel) error {
 			}
 		}
 		whole, err := m.alloc(m.Pages, kvCache)
-		if err != nil {
-			return err
-		}
-		if whole == nil {
-			return violationf(ErrContract, "after freeing every run in the order %v, a run of the whole region (%d pages) did not fit: free runs %v", order, m.Pages, m.Gaps())
+		if err != nil || whole == nil {
+			return errors.Join(err, violationf(ErrContract, "after freeing every run in the order %v, a run of the whole region (%d pages) did not fit: free runs %v", order, m.Pages, m.Gaps()))
 		}
 		return m.free(whole)
 	}

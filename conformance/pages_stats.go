@@ -73,11 +73,8 @@ func checkPagesSnapshotFresh(ctx context.Context, m *pgModel, serve string) erro
 	var runs []*pgRun
 	alloc := func() error {
 		x, err := m.alloc(1, weights)
-		if err == nil && x == nil {
-			err = violationf(ErrContract, "Alloc of one page failed with %d of %d pages in use", m.Used, m.Pages)
-		}
-		if err != nil {
-			return err
+		if err != nil || x == nil {
+			return errors.Join(err, violationf(ErrContract, "Alloc of one page failed with %d of %d pages in use", m.Used, m.Pages))
 		}
 		runs = append(runs, x)
 		return nil
@@ -272,17 +269,8 @@ func checkPagesAllocs(r *pgCase, m *pgModel) error {
 			_, e4 := in.Content(keep.Key)
 			return contractErr("a read of a live run", errors.Join(e1, e2, e3, e4))
 		}},
-		{"a rejected Free", func() error {
-			if err := in.Free(stale.Key); !errors.Is(err, pool.ErrStaleHandle) {
-				return violationf(ErrContract, "Free of a stale run = %v", err)
-			}
-			return nil
-		}},
-		{"Stats and Snapshot", func() error {
-			in.Stats()
-			in.Snapshot()
-			return nil
-		}},
+		{"a rejected Free", func() error { return wantIs("Free of a stale run", in.Free(stale.Key), pool.ErrStaleHandle) }},
+		{"Stats and Snapshot", func() error { in.Stats(); in.Snapshot(); return nil }},
 	}); err != nil {
 		return err
 	}

@@ -25,11 +25,8 @@ func CheckPolicy(newP func() (pool.ReusePolicy, error)) error {
 }
 
 func policySuite() suite[pool.ReusePolicy] {
-	return suite[pool.ReusePolicy]{
-		cases:   policyCases,
-		abort:   func(pool.ReusePolicy) {},
-		release: func(pool.ReusePolicy) {},
-	}
+	nothing := func(pool.ReusePolicy) {}
+	return suite[pool.ReusePolicy]{cases: policyCases, abort: nothing, release: nothing}
 }
 
 type poRun = run[pool.ReusePolicy]
@@ -39,13 +36,9 @@ var policyCases = []testCase[pool.ReusePolicy]{
 		name:        "StableOrder",
 		explanation: "Order returns the same value on every call (the pool reads it once), in every instance, a million calls each",
 		run: func(r *poRun) error {
-			policies := []pool.ReusePolicy{r.x}
-			for range 2 {
-				p, err := r.another()
-				if err != nil {
-					return err
-				}
-				policies = append(policies, p)
+			policies, err := instances(r, 3, func(p pool.ReusePolicy) (pool.ReusePolicy, error) { return p, nil })
+			if err != nil {
+				return err
 			}
 			for k, p := range policies {
 				first := p.Order()

@@ -40,8 +40,6 @@ func checkFresh(r *plRun) error {
 // made after others were written all over and closed, while from none to
 // several others are live.
 func freshZeroed(r *plRun) error {
-	// dirty allocates every block of s, checks it reads as zero and
-	// writes all over it.
 	// dirty allocates every block of pool number k, checks that they read
 	// as zero and then writes k all over them. marks are the numbers of
 	// the live pools: a byte of one of them is their memory showing
@@ -192,13 +190,8 @@ func reuseOrder(ctx context.Context, s subject) error {
 			if err := snd.FreeChunk(chunk); err != nil {
 				return violationf(ErrContract, "step %d: sender FreeChunk: %v", step, err)
 			}
-			got := 0
-			for got < k {
-				m, err := s.Drain()
-				if err != nil || m == 0 {
-					return violationf(ErrLost, "step %d: drains freed %d of %d remotely freed blocks (%v)", step, got, k, err)
-				}
-				got += m
+			if err := drainAll(s, k, "remotely freed blocks"); err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
 			}
 			for _, h := range chunk {
 				model = append(model, h.Index())
@@ -231,12 +224,8 @@ func reuseOrder(ctx context.Context, s subject) error {
 		}
 		model = append(model, h.Index())
 	}
-	for got := 0; got < k; {
-		m, err := s.Drain()
-		if err != nil || m == 0 {
-			return violationf(ErrLost, "drains freed %d of a backlog of %d remotely freed blocks (%v)", got, k, err)
-		}
-		got += m
+	if err := drainAll(s, k, "remotely freed blocks of a backlog"); err != nil {
+		return err
 	}
 	for i := range k {
 		h, err := s.Alloc()
@@ -291,11 +280,8 @@ func checkStale(r *plRun) error {
 		return violationf(ErrContract, "Bytes of the new handle: %v", err)
 	}
 	fill(mem, 0x5a)
-	if b, err := s.Bytes(old); !errors.Is(err, pool.ErrStaleHandle) || b != nil {
-		return violationf(ErrAliased, "Bytes of the old handle after reuse = (%d bytes, %v), want pool.ErrStaleHandle", len(b), err)
-	}
-	if err := s.Free(old); !errors.Is(err, pool.ErrStaleHandle) {
-		return violationf(ErrAliased, "Free of the old handle after reuse = %v, want pool.ErrStaleHandle: it would free the new owner's block", err)
+	if err := refusedBytesFree(s, "the old handle after reuse", old, pool.ErrStaleHandle); err != nil {
+		return err
 	}
 	if _, ok := check(mem, 0x5a); !ok {
 		return violationf(ErrAliased, "the new owner's block changed")
@@ -397,11 +383,8 @@ func poolWrap(r *plRun) error {
 		if old == cur {
 			return violationf(ErrAliased, "after %d allocations and frees of one block, its handle is %v, equal to a handle freed thousands of allocations ago: the generation wrapped, and the old handle frees the block's current owner", wrapCycles, old)
 		}
-		if b, err := s.Bytes(old); !errors.Is(err, pool.ErrStaleHandle) || b != nil {
-			return violationf(ErrAliased, "Bytes of a handle freed up to %d allocations of its block ago (%v) = (%d bytes, %v), want pool.ErrStaleHandle", wrapCycles, old, len(b), err)
-		}
-		if err := s.Free(old); !errors.Is(err, pool.ErrStaleHandle) {
-			return violationf(ErrAliased, "Free of a handle freed up to %d allocations of its block ago (%v) = %v, want pool.ErrStaleHandle", wrapCycles, old, err)
+		if err := refusedBytesFree(s, fmt.Sprintf("a handle freed up to %d allocations of its block ago", wrapCycles), old, pool.ErrStaleHandle); err != nil {
+			return err
 		}
 	}
 	if mem2, err := s.Bytes(cur); err != nil || len(mem2) != len(mem) || &mem2[0] != &mem[0] {
@@ -435,11 +418,8 @@ func poolClosedIdentity(r *plRun) error {
 			fill(mem, byte(k+1))
 		}
 		for _, old := range olds {
-			if b, err := s.Bytes(old); !errors.Is(err, pool.ErrForeignHandle) || b != nil {
-				return violationf(ErrAliased, "pool %d: Bytes of a handle of a pool closed before it was made (%v) = (%d bytes, %v), want pool.ErrForeignHandle", k, old, len(b), err)
-			}
-			if err := s.Free(old); !errors.Is(err, pool.ErrForeignHandle) {
-				return violationf(ErrAliased, "pool %d: Free of a handle of a pool closed before it was made (%v) = %v, want pool.ErrForeignHandle", k, old, err)
+			if err := refusedBytesFree(s, "a handle of a pool closed before it was made", old, pool.ErrForeignHandle); err != nil {
+				return fmt.Errorf("pool %d: %w", k, err)
 			}
 		}
 		for _, h := range hs {
@@ -455,6 +435,18 @@ func poolClosedIdentity(r *plRun) error {
 		if err := s.Close(); err != nil {
 			return violationf(ErrContract, "pool %d: Close: %v", k, err)
 		}
+	}
+	return nil
+}
+
+// refusedBytesFree checks that Bytes, then Free, refuse h, what, with want,
+// Bytes returning no memory: else h reaches a block it does not own.
+func refusedBytesFree(s subject, what string, h pool.Handle, want error) error {
+	if b, err := s.Bytes(h); !errors.Is(err, want) || b != nil {
+		return violationf(ErrAliased, "Bytes of %s (%v) = (%d bytes, %v), want %v", what, h, len(b), err, want)
+	}
+	if err := s.Free(h); !errors.Is(err, want) {
+		return violationf(ErrAliased, "Free of %s (%v) = %v, want %v", what, h, err, want)
 	}
 	return nil
 }

@@ -78,21 +78,12 @@ func checkClose(r *plRun) error {
 	_, errDrain := s.Drain()
 	_, errSender := s.NewSender()
 	if err := allFail(pool.ErrClosed, "after Close", []call{
-		{"Alloc", errAlloc},
-		{"AllocBytes", errAllocBytes},
-		{"AllocChunk of 0", s.AllocChunk(nil)},
-		{"AllocChunk of 1", s.AllocChunk(make([]pool.Handle, 1))},
-		{"AllocChunk of 16", s.AllocChunk(make([]pool.Handle, 16))},
-		{"AllocChunk of the capacity", s.AllocChunk(make([]pool.Handle, n))},
-		{"Free", s.Free(h)},
-		{"Free of a zero handle", s.Free(pool.Handle{})},
-		{"FreeChunk of 0", s.FreeChunk(nil)},
-		{"FreeChunk of 1", s.FreeChunk(hs[:1])},
-		{"FreeChunk of 4", s.FreeChunk(hs)},
-		{"Bytes", errBytes},
-		{"Drain", errDrain},
-		{"NewSender", errSender},
-		{"second Close", s.Close()},
+		{"Alloc", errAlloc}, {"AllocBytes", errAllocBytes},
+		{"AllocChunk of 0", s.AllocChunk(nil)}, {"AllocChunk of 1", s.AllocChunk(make([]pool.Handle, 1))},
+		{"AllocChunk of 16", s.AllocChunk(make([]pool.Handle, 16))}, {"AllocChunk of the capacity", s.AllocChunk(make([]pool.Handle, n))},
+		{"Free", s.Free(h)}, {"Free of a zero handle", s.Free(pool.Handle{})},
+		{"FreeChunk of 0", s.FreeChunk(nil)}, {"FreeChunk of 1", s.FreeChunk(hs[:1])}, {"FreeChunk of 4", s.FreeChunk(hs)},
+		{"Bytes", errBytes}, {"Drain", errDrain}, {"NewSender", errSender}, {"second Close", s.Close()},
 	}); err != nil {
 		return err
 	}
@@ -170,14 +161,11 @@ func checkClose(r *plRun) error {
 func checkSenderRetire(r *plRun) error {
 	s, ctx := r.x, r.ctx
 	bd, bounded := s.bounds()
-	snd, err := s.NewSender()
+	snds, err := several(2, "NewSender", s.NewSender)
 	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
+		return err
 	}
-	other, err := s.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	snd, other := snds[0], snds[1]
 	// Leave more than a batch pending, then retire the sender.
 	k := room(s, 40)
 	hs := make([]pool.Handle, k)
@@ -211,19 +199,14 @@ func checkSenderRetire(r *plRun) error {
 	if err != nil {
 		return err
 	}
-	for {
-		m, err := s.Drain()
-		if err != nil {
-			reports = append(reports, err)
-		}
-		if m == 0 {
-			break
-		}
-		drained += m
-	}
 	if len(reports) > 0 {
 		return violationf(ErrDuplicated, "drains of a retired sender's frees rejected handles: %v", reports)
 	}
+	more, err := drainDry(ctx, s.Drain)
+	if err != nil {
+		return err
+	}
+	drained += more
 	if drained != k+1 {
 		return violationf(ErrLost, "drains freed %d blocks, a retired sender and another freed %d", drained, k+1)
 	}
@@ -245,20 +228,6 @@ func checkRetiredSenders(r *plRun) error {
 	bd, bounded := s.bounds()
 	freed := 0 // blocks freed through the senders
 	snds := make([]sender, retiredPerWave)
-	drainDry := func() error {
-		for {
-			m, err := s.Drain()
-			if err != nil {
-				return violationf(ErrDuplicated, "a drain rejected handles freed once each: %v", err)
-			}
-			if m == 0 {
-				return nil
-			}
-			if ctx.Err() != nil {
-				return violationf(ErrDeadlock, "drains kept freeing")
-			}
-		}
-	}
 	wave := func(w int) error {
 		for i := range snds {
 			snd, err := s.NewSender()
@@ -286,13 +255,14 @@ func checkRetiredSenders(r *plRun) error {
 				return violationf(ErrContract, "Sender.Close: %v", err)
 			}
 			if bounded && !bd.PerProducer {
-				if err := drainDry(); err != nil { // room in the shared queue
+				if _, err := drainDry(ctx, s.Drain); err != nil { // room in the shared queue
 					return err
 				}
 			}
 		}
 		clear(snds)
-		return drainDry()
+		_, err := drainDry(ctx, s.Drain)
+		return err
 	}
 	if err := retention(ctx, "sender", wave); err != nil {
 		return err

@@ -44,6 +44,33 @@ func room(s subject, want int) int {
 	return min(want, bd.Capacity)
 }
 
+// drainTaken drains until RemoteDrained reaches want: a drain may reject
+// copies of a handle, but one that takes nothing and rejects nothing loses
+// the rest of the handles, what.
+func drainTaken(s subject, want uint64, what string) error {
+	for s.Stats().RemoteDrained < want {
+		m, err := s.Drain()
+		var rej *pool.RejectedError
+		if m == 0 && (err == nil || !errors.As(err, &rej)) {
+			return violationf(ErrLost, "drains left RemoteDrained at %d, short of %d, with %s sent (%v)", s.Stats().RemoteDrained, want, what, err)
+		}
+	}
+	return nil
+}
+
+// drainAll drains until want blocks came back: a Drain that fails or
+// brings nothing before then loses the rest of the blocks, what.
+func drainAll(s subject, want int, what string) error {
+	for got := 0; got < want; {
+		m, err := s.Drain()
+		if err != nil || m == 0 {
+			return violationf(ErrLost, "drains freed %d of %d %s (%v)", got, want, what, err)
+		}
+		got += m
+	}
+	return nil
+}
+
 func checkExhaustion(r *plRun) error {
 	s := r.x
 	n := capacityOf(s)
@@ -51,11 +78,10 @@ func checkExhaustion(r *plRun) error {
 	if err := s.AllocChunk(hs); err != nil {
 		return violationf(ErrContract, "AllocChunk(%d): %v", n, err)
 	}
-	if _, err := s.Alloc(); !errors.Is(err, pool.ErrExhausted) {
-		return violationf(ErrContract, "Alloc on an empty pool = %v, want pool.ErrExhausted", err)
-	}
-	if _, _, err := s.AllocBytes(); !errors.Is(err, pool.ErrExhausted) {
-		return violationf(ErrContract, "AllocBytes on an empty pool = %v, want pool.ErrExhausted", err)
+	_, errAlloc := s.Alloc()
+	_, _, errAllocBytes := s.AllocBytes()
+	if err := allFail(pool.ErrExhausted, "on an empty pool", []call{{"Alloc", errAlloc}, {"AllocBytes", errAllocBytes}}); err != nil {
+		return err
 	}
 	for _, h := range hs[:2] {
 		if err := s.Free(h); err != nil {
@@ -250,14 +276,7 @@ func drainTakesAll(s subject) error {
 	if m != want {
 		return violationf(ErrLost, "%d senders freed a block each, then one Drain freed %d, want %d: a Drain frees everything freed before it started", k, m, want)
 	}
-	for got := m; got < k; {
-		m, err := s.Drain()
-		if err != nil || m == 0 {
-			return violationf(ErrLost, "drains freed %d of %d blocks freed through senders (%v)", got, k, err)
-		}
-		got += m
-	}
-	return nil
+	return drainAll(s, k-m, "blocks freed through senders that the first Drain left")
 }
 
 // remoteExchange has workers free chunks the owner allocates, through their
@@ -444,14 +463,8 @@ func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) e
 		return err
 	}
 	// Every send has returned: drain until nothing more comes.
-	for {
-		m, err := drain()
-		if err != nil {
-			return err
-		}
-		if m == 0 {
-			break
-		}
+	if _, err := drainDry(ctx, s.Drain); err != nil {
+		return err
 	}
 	st := s.Stats()
 	submitted, drained := st.RemoteSubmitted-start.RemoteSubmitted, st.RemoteDrained-start.RemoteDrained
@@ -553,18 +566,6 @@ func checkTryFree(r *plRun) error {
 	if err != nil {
 		return violationf(ErrContract, "NewSender: %v", err)
 	}
-	// drainN drains until want blocks came back.
-	drainN := func(want int) error {
-		got := 0
-		for got < want {
-			m, err := s.Drain()
-			if err != nil || m == 0 {
-				return violationf(ErrLost, "drains freed %d of %d blocks that TryFreeChunk reported sent (%v)", got, want, err)
-			}
-			got += m
-		}
-		return nil
-	}
 	if !bounded {
 		for _, k := range []int{1, 5, 33, n} {
 			hs := make([]pool.Handle, k)
@@ -578,7 +579,7 @@ func checkTryFree(r *plRun) error {
 			if sub := snd.Submitted() - before; sub != uint64(k) {
 				return violationf(ErrAccounting, "Submitted grew by %d for %d handles", sub, k)
 			}
-			if err := drainN(k); err != nil {
+			if err := drainAll(s, k, "blocks that TryFreeChunk reported sent"); err != nil {
 				return err
 			}
 		}
@@ -623,12 +624,8 @@ func checkTryFree(r *plRun) error {
 			return violationf(ErrLost, "a handle TryFreeChunk did not send is no longer live: %v", err)
 		}
 	}
-	for s.Stats().RemoteDrained < submitted {
-		m, err := s.Drain()
-		var rej *pool.RejectedError
-		if m == 0 && (err == nil || !errors.As(err, &rej)) {
-			return violationf(ErrLost, "drains took %d of %d handles that TryFreeChunk reported sent (%v)", s.Stats().RemoteDrained, submitted, err)
-		}
+	if err := drainTaken(s, submitted, "the handles TryFreeChunk reported sent"); err != nil {
+		return err
 	}
 	gone := slices.Clone(sent)
 	if copies > 0 {
@@ -692,12 +689,8 @@ func sharedQueueTurns(s subject, bd pool.Bounds) error {
 		}
 	}
 	want := before + uint64(bd.Capacity)
-	for s.Stats().RemoteDrained < want {
-		m, err := s.Drain()
-		var rej *pool.RejectedError
-		if m == 0 && (err == nil || !errors.As(err, &rej)) {
-			return violationf(ErrLost, "drains took %d of the %d handles the senders sent into the shared queue (%v)", s.Stats().RemoteDrained-before, bd.Capacity, err)
-		}
+	if err := drainTaken(s, want, fmt.Sprintf("%d handles the senders sent into the shared queue", bd.Capacity)); err != nil {
+		return err
 	}
 	for _, snd := range snds {
 		if err := snd.Close(); err != nil {

@@ -426,14 +426,8 @@ func checkSnapshot(r *plRun) error {
 	if err := stop(drainErr); err != nil {
 		return err
 	}
-	for {
-		m, err := s.Drain()
-		if err != nil {
-			return violationf(ErrDuplicated, "a drain rejected remotely freed handles, each freed once: %v", err)
-		}
-		if m == 0 {
-			break
-		}
+	if _, err := drainDry(ctx, s.Drain); err != nil {
+		return err
 	}
 	st, snap := s.Stats(), s.Snapshot()
 	if st.Live != len(live) {
@@ -464,6 +458,18 @@ func checkPoolAllocs(r *plRun) error {
 	if err := s.Free(stale); err != nil {
 		return violationf(ErrContract, "Free: %v", err)
 	}
+	// sendBack allocates chunk, frees it through snd and drains it back.
+	sendBack := func(chunk []pool.Handle) func() error {
+		return func() error {
+			if err := s.AllocChunk(chunk); err != nil {
+				return contractErr("AllocChunk", err)
+			}
+			if err := snd.FreeChunk(chunk); err != nil {
+				return contractErr("sender FreeChunk", err)
+			}
+			return drainBlocks(s.Drain, len(chunk))
+		}
+	}
 	if err := allocFree(r.allocRuns(), []namedOp{
 		{"Alloc+Free", func() error {
 			h, err := s.Alloc()
@@ -488,21 +494,8 @@ func checkPoolAllocs(r *plRun) error {
 			}
 			return contractErr("FreeChunk", s.FreeChunk(chunk))
 		}},
-		{"a rejected Free", func() error {
-			if err := s.Free(stale); !errors.Is(err, pool.ErrStaleHandle) {
-				return violationf(ErrContract, "Free of a stale handle = %v", err)
-			}
-			return nil
-		}},
-		{"AllocChunk+sender FreeChunk+Drain", func() error {
-			if err := s.AllocChunk(chunk); err != nil {
-				return contractErr("AllocChunk", err)
-			}
-			if err := snd.FreeChunk(chunk); err != nil {
-				return contractErr("sender FreeChunk", err)
-			}
-			return drainBlocks(s.Drain, len(chunk))
-		}},
+		{"a rejected Free", func() error { return wantIs("Free of a stale handle", s.Free(stale), pool.ErrStaleHandle) }},
+		{"AllocChunk+sender FreeChunk+Drain", sendBack(chunk)},
 		{"Alloc+sender Free+Drain", func() error {
 			if err := s.AllocChunk(one); err != nil {
 				return contractErr("AllocChunk", err)
@@ -521,15 +514,8 @@ func checkPoolAllocs(r *plRun) error {
 			}
 			return drainBlocks(s.Drain, len(chunk))
 		}},
-		{"an idle Drain", func() error {
-			_, err := s.Drain()
-			return contractErr("Drain", err)
-		}},
-		{"Stats and Snapshot", func() error {
-			s.Stats()
-			s.Snapshot()
-			return nil
-		}},
+		{"an idle Drain", func() error { _, err := s.Drain(); return contractErr("Drain", err) }},
+		{"Stats and Snapshot", func() error { s.Stats(); s.Snapshot(); return nil }},
 	}); err != nil {
 		return err
 	}
@@ -540,15 +526,7 @@ func checkPoolAllocs(r *plRun) error {
 		if bd, ok := s.bounds(); (ok && !bd.Chunked && bd.Capacity < n) || room() < n {
 			continue
 		}
-		if err := noAllocs(100, fmt.Sprintf("AllocChunk of %d+sender FreeChunk+Drain", n), func() error {
-			if err := s.AllocChunk(big); err != nil {
-				return contractErr("AllocChunk", err)
-			}
-			if err := snd.FreeChunk(big); err != nil {
-				return contractErr("sender FreeChunk", err)
-			}
-			return drainBlocks(s.Drain, n)
-		}); err != nil {
+		if err := noAllocs(100, fmt.Sprintf("AllocChunk of %d+sender FreeChunk+Drain", n), sendBack(big)); err != nil {
 			return err
 		}
 	}

@@ -194,15 +194,12 @@ func (s suite[X]) runT(t *testing.T, newX func(t *testing.T) X) {
 		t.Run(c.name, func(t *testing.T) {
 			timeout := caseTimeout
 			if d, ok := t.Deadline(); ok {
-				if left := time.Until(d) - 2*stopGrace; left < timeout {
-					timeout = max(left, time.Second)
-				}
+				timeout = min(timeout, max(time.Until(d)-2*stopGrace, time.Second))
 			}
 			o := s.runCase(c, nonNil(func() (X, error) { return newX(t), nil }), timeout, where)
-			if errors.Is(o.err, errNilComponent) {
-				t.Fatal(o.err)
-			}
 			switch {
+			case errors.Is(o.err, errNilComponent):
+				t.Fatal(o.err)
 			case o.err != nil:
 				t.Error(o.err)
 			case o.skip != "":
@@ -219,9 +216,7 @@ func (s suite[X]) runCheck(newX func() (X, error)) error {
 	}
 	var errs []error
 	for _, o := range s.run(newX, callerOutside()) {
-		if o.err != nil {
-			errs = append(errs, o.err)
-		}
+		errs = append(errs, o.err) // errors.Join drops the nils
 	}
 	return errors.Join(errs...)
 }
@@ -274,18 +269,24 @@ func (s suite[X]) runCase(c testCase[X], build func() (X, error), timeout time.D
 		done <- c.run(r)
 	}()
 	returned, stuck := false, false
+	// abort closes the instances and gives the case 2*stopGrace to return;
+	// it returns what the case returned, if it did.
+	abort := func() (found error) {
+		cancel()
+		for _, x := range insts {
+			safely(func() { s.abort(x) })
+		}
+		select {
+		case found = <-done:
+			returned = true
+		case <-time.After(2 * stopGrace):
+		}
+		return found
+	}
 	defer func() {
 		// Also reached when a constructor ends the test with t.Fatal.
 		if !returned && !stuck {
-			cancel()
-			for _, x := range insts {
-				safely(func() { s.abort(x) })
-			}
-			select {
-			case <-done:
-				returned = true
-			case <-time.After(2 * stopGrace):
-			}
+			abort()
 		}
 		if returned {
 			for _, x := range insts {
@@ -307,14 +308,7 @@ wait:
 			}
 			req <- built[X]{x, err}
 		case <-ctx.Done():
-			for _, x := range insts {
-				safely(func() { s.abort(x) })
-			}
-			select {
-			case found = <-done:
-				returned = true
-			case <-time.After(2 * stopGrace):
-			}
+			found = abort()
 			if !errors.Is(found, ErrDeadlock) {
 				// Whatever else the case saw was caused by the abort.
 				found = violationf(ErrDeadlock, "did not finish within %v", timeout)

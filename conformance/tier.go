@@ -73,11 +73,8 @@ func CheckTier[T Tier](newT func() (T, error)) error {
 }
 
 func tierSuite() suite[Tier] {
-	return suite[Tier]{
-		cases:   tierCases,
-		abort:   func(x Tier) { _ = x.Close() },
-		release: func(x Tier) { _ = x.Close() },
-	}
+	closeIt := func(x Tier) { _ = x.Close() }
+	return suite[Tier]{cases: tierCases, abort: closeIt, release: closeIt}
 }
 
 var tierCases = []testCase[Tier]{
@@ -235,28 +232,70 @@ func tierVerify(r *run[Tier], lo, hi int) error {
 	return nil
 }
 
+// tierCheck runs the steps of a tier case in order. The first step that
+// finds a violation records it, and every later step does nothing, not
+// even call the tier: a case reads as the list of its steps and reports
+// what a chain of early returns would.
+type tierCheck struct {
+	*run[Tier]
+	err error
+}
+
+// step runs f unless an earlier step failed.
+func (c *tierCheck) step(f func() error) {
+	if c.err == nil {
+		c.err = f()
+	}
+}
+
+// call runs f as a step that must succeed; what names it in a violation.
+func (c *tierCheck) call(what string, f func() error) {
+	c.step(func() error { return contractErr(what, f()) })
+}
+
+// refused runs f as a step that must fail with want.
+func (c *tierCheck) refused(what string, want error, f func() error) {
+	c.step(func() error {
+		if err := f(); !errors.Is(err, want) {
+			return violationf(ErrContract, "%s: %v, want %v", what, err, want)
+		}
+		return nil
+	})
+}
+
+func (c *tierCheck) prepareStore(what string, keys []tier.Key) (p tier.StorePlan) {
+	c.call(what, func() (err error) { p, err = c.x.PrepareStore(keys); return err })
+	return p
+}
+
+func (c *tierCheck) prepareLoad(keys []tier.Key) (p tier.LoadPlan) {
+	c.call("PrepareLoad", func() (err error) { p, err = c.x.PrepareLoad(keys); return err })
+	return p
+}
+
+func (c *tierCheck) store(lo, hi int)  { c.step(func() error { return tierStore(c.run, lo, hi) }) }
+func (c *tierCheck) verify(lo, hi int) { c.step(func() error { return tierVerify(c.run, lo, hi) }) }
+func (c *tierCheck) account(what string, want *[4]int) {
+	c.step(func() error { return tierAccount(c.x, what, want) })
+}
+
 func tierRoundTrip(r *run[Tier]) error {
 	n, err := tierSize(r.x)
 	if err != nil {
 		return err
 	}
+	c := &tierCheck{run: r}
 	for round := range 3 {
 		lo := round * n
 		// The eviction policy is the tier's: only the blocks just
 		// stored are sure to be there.
 		for _, h := range [][2]int{{lo, lo + n/2}, {lo + n/2, lo + n}} {
-			if err := tierStore(r, h[0], h[1]); err != nil {
-				return err
-			}
-			if err := tierVerify(r, h[0], h[1]); err != nil {
-				return err
-			}
+			c.store(h[0], h[1])
+			c.verify(h[0], h[1])
 		}
-		if err := tierAccount(r.x, "after a round trip", nil); err != nil {
-			return err
-		}
+		c.account("after a round trip", nil)
 	}
-	return nil
+	return c.err
 }
 
 func tierAccounting(r *run[Tier]) error {
@@ -264,155 +303,109 @@ func tierAccounting(r *run[Tier]) error {
 	if err != nil {
 		return err
 	}
-	c := r.x.Capacity()
-	if err := tierAccount(r.x, "empty", &[4]int{c, 0, 0, 0}); err != nil {
-		return err
-	}
-	if err := tierStore(r, 0, n/2); err != nil {
-		return err
-	}
-	if err := tierAccount(r.x, "after a store", &[4]int{c - n/2, n / 2, 0, 0}); err != nil {
-		return err
-	}
-	sp, err := r.x.PrepareStore(tierKeys(n/2, n/2+2))
-	if err != nil {
-		return contractErr("PrepareStore", err)
-	}
-	lp, err := r.x.PrepareLoad(tierKeys(0, 3))
-	if err != nil {
-		return contractErr("PrepareLoad", err)
-	}
-	if err := tierAccount(r.x, "with a store and a load prepared", &[4]int{c - n/2 - 2, n/2 - 3, 2, 3}); err != nil {
-		return err
-	}
-	if err := r.x.CompleteStore(sp.Job, false); err != nil {
-		return contractErr("CompleteStore(failed)", err)
-	}
-	if err := r.x.CompleteLoad(lp.Job); err != nil {
-		return contractErr("CompleteLoad", err)
-	}
-	if err := tierAccount(r.x, "after both completed (the store failed)", &[4]int{c - n/2, n / 2, 0, 0}); err != nil {
-		return err
-	}
-	if err := r.x.Reset(); err != nil {
-		return contractErr("Reset", err)
-	}
-	return tierAccount(r.x, "after Reset", &[4]int{c, 0, 0, 0})
+	c, slots := &tierCheck{run: r}, r.x.Capacity()
+	c.account("empty", &[4]int{slots, 0, 0, 0})
+	c.store(0, n/2)
+	c.account("after a store", &[4]int{slots - n/2, n / 2, 0, 0})
+	sp := c.prepareStore("PrepareStore", tierKeys(n/2, n/2+2))
+	lp := c.prepareLoad(tierKeys(0, 3))
+	c.account("with a store and a load prepared", &[4]int{slots - n/2 - 2, n/2 - 3, 2, 3})
+	c.call("CompleteStore(failed)", func() error { return r.x.CompleteStore(sp.Job, false) })
+	c.call("CompleteLoad", func() error { return r.x.CompleteLoad(lp.Job) })
+	c.account("after both completed (the store failed)", &[4]int{slots - n/2, n / 2, 0, 0})
+	c.call("Reset", r.x.Reset)
+	c.account("after Reset", &[4]int{slots, 0, 0, 0})
+	return c.err
 }
 
 func tierPins(r *run[Tier]) error {
-	c := r.x.Capacity()
-	if c > 512 {
-		return skip("the pin case fills the tier: %d slots is too many", c)
+	slots := r.x.Capacity()
+	if slots > 512 {
+		return skip("the pin case fills the tier: %d slots is too many", slots)
 	}
-	if err := tierStore(r, 0, c); err != nil {
-		return err
-	}
-	pinned := c / 2
-	lp, err := r.x.PrepareLoad(tierKeys(0, pinned))
-	if err != nil {
-		return contractErr("PrepareLoad", err)
-	}
+	c, pinned := &tierCheck{run: r}, slots/2
+	c.store(0, slots)
+	lp := c.prepareLoad(tierKeys(0, pinned))
 	// Too many: refused, nothing evicted.
-	if _, err := r.x.PrepareStore(tierKeys(c, c+c-pinned+1)); !errors.Is(err, tier.ErrNoSpace) {
-		return violationf(ErrContract, "PrepareStore of more blocks than are evictable: %v, want ErrNoSpace", err)
-	}
-	if s := r.x.Stats(); s.Evictable != c-pinned {
-		return violationf(ErrAccounting, "a refused PrepareStore evicted: %d evictable, want %d", s.Evictable, c-pinned)
-	}
+	c.refused("PrepareStore of more blocks than are evictable", tier.ErrNoSpace, func() error {
+		_, err := r.x.PrepareStore(tierKeys(slots, slots+slots-pinned+1))
+		return err
+	})
+	c.step(func() error {
+		if s := r.x.Stats(); s.Evictable != slots-pinned {
+			return violationf(ErrAccounting, "a refused PrepareStore evicted: %d evictable, want %d", s.Evictable, slots-pinned)
+		}
+		return nil
+	})
 	// Exactly enough, with one pinned and one unpinned key of the call
 	// present: only unpinned blocks outside the call go.
-	ks := append(tierKeys(pinned, pinned+1), tierKeys(c, c+c-pinned-1)...)
-	sp, err := r.x.PrepareStore(ks)
-	if err != nil {
-		return contractErr("PrepareStore of as many blocks as are evictable", err)
-	}
-	for _, k := range sp.Evicted {
-		if i := slices.Index(tierKeys(0, pinned+1), k); i >= 0 {
-			return violationf(ErrAliased, "block %d was evicted while pinned or while among the keys being stored", i)
+	ks := append(tierKeys(pinned, pinned+1), tierKeys(slots, slots+slots-pinned-1)...)
+	sp := c.prepareStore("PrepareStore of as many blocks as are evictable", ks)
+	c.step(func() error {
+		for _, k := range sp.Evicted {
+			if i := slices.Index(tierKeys(0, pinned+1), k); i >= 0 {
+				return violationf(ErrAliased, "block %d was evicted while pinned or while among the keys being stored", i)
+			}
 		}
-	}
-	for i, res := range r.x.Lookup(tierKeys(0, pinned+1), nil) {
-		if res != tier.Hit {
-			return violationf(ErrLost, "pinned block %d looks up as %v after a store that evicted", i, res)
+		for i, res := range r.x.Lookup(tierKeys(0, pinned+1), nil) {
+			if res != tier.Hit {
+				return violationf(ErrLost, "pinned block %d looks up as %v after a store that evicted", i, res)
+			}
 		}
-	}
-	if err := r.x.CompleteStore(sp.Job, true); err != nil {
-		return contractErr("CompleteStore", err)
-	}
-	if err := r.x.CompleteLoad(lp.Job); err != nil {
-		return contractErr("CompleteLoad", err)
-	}
-	if err := tierVerify(r, 0, pinned+1); err != nil {
-		return err
-	}
-	return tierAccount(r.x, "after the pins", &[4]int{0, c, 0, 0})
+		return nil
+	})
+	c.call("CompleteStore", func() error { return r.x.CompleteStore(sp.Job, true) })
+	c.call("CompleteLoad", func() error { return r.x.CompleteLoad(lp.Job) })
+	c.verify(0, pinned+1)
+	c.account("after the pins", &[4]int{0, slots, 0, 0})
+	return c.err
 }
 
 func tierJobs(r *run[Tier]) error {
-	if err := tierStore(r, 0, 4); err != nil {
-		return err
-	}
-	sp, err := r.x.PrepareStore(tierKeys(4, 6))
-	if err != nil {
-		return contractErr("PrepareStore", err)
-	}
-	lp, err := r.x.PrepareLoad(tierKeys(0, 2))
-	if err != nil {
-		return contractErr("PrepareLoad", err)
-	}
-	if err := r.x.CompleteStore(sp.Job, true); err != nil {
-		return contractErr("CompleteStore", err)
-	}
-	if err := r.x.CompleteStore(sp.Job, true); !errors.Is(err, tier.ErrInvalidJob) {
-		return violationf(ErrContract, "a second CompleteStore of one job: %v, want ErrInvalidJob", err)
-	}
-	if err := r.x.CompleteLoad(tier.Job{}); !errors.Is(err, tier.ErrInvalidJob) {
-		return violationf(ErrContract, "CompleteLoad of the zero job: %v, want ErrInvalidJob", err)
-	}
-	other, err := r.another()
-	if err != nil {
-		return err
-	}
-	op, err := other.PrepareStore(tierKeys(0, 1))
-	if err != nil {
-		return contractErr("PrepareStore on a second tier", err)
-	}
-	if err := r.x.CompleteStore(op.Job, true); !errors.Is(err, tier.ErrInvalidJob) {
-		return violationf(ErrContract, "CompleteStore of another tier's job: %v, want ErrInvalidJob", err)
-	}
-	// A reset with jobs in flight: their completions are stale.
-	sp2, err := r.x.PrepareStore(tierKeys(10, 12))
-	if err != nil {
-		return contractErr("PrepareStore", err)
-	}
-	if err := r.x.Reset(); err != nil {
-		return contractErr("Reset", err)
-	}
-	if err := r.x.CompleteStore(sp2.Job, true); !errors.Is(err, tier.ErrStaleJob) {
-		return violationf(ErrContract, "CompleteStore of a job issued before Reset: %v, want ErrStaleJob", err)
-	}
-	if err := r.x.CompleteLoad(lp.Job); !errors.Is(err, tier.ErrStaleJob) {
-		return violationf(ErrContract, "CompleteLoad of a job issued before Reset: %v, want ErrStaleJob", err)
-	}
-	for i, res := range r.x.Lookup(append(tierKeys(0, 6), tierKeys(10, 12)...), nil) {
-		if res != tier.Miss {
-			return violationf(ErrAliased, "after Reset and a stale completion, key %d looks up as %v", i, res)
+	c := &tierCheck{run: r}
+	c.store(0, 4)
+	sp := c.prepareStore("PrepareStore", tierKeys(4, 6))
+	lp := c.prepareLoad(tierKeys(0, 2))
+	c.call("CompleteStore", func() error { return r.x.CompleteStore(sp.Job, true) })
+	c.refused("a second CompleteStore of one job", tier.ErrInvalidJob, func() error { return r.x.CompleteStore(sp.Job, true) })
+	c.refused("CompleteLoad of the zero job", tier.ErrInvalidJob, func() error { return r.x.CompleteLoad(tier.Job{}) })
+	var op tier.StorePlan
+	c.step(func() error {
+		other, err := r.another()
+		if err != nil {
+			return err
 		}
-	}
-	return tierAccount(r.x, "after stale completions", &[4]int{r.x.Capacity(), 0, 0, 0})
+		op, err = other.PrepareStore(tierKeys(0, 1))
+		return contractErr("PrepareStore on a second tier", err)
+	})
+	c.refused("CompleteStore of another tier's job", tier.ErrInvalidJob, func() error { return r.x.CompleteStore(op.Job, true) })
+	// A reset with jobs in flight: their completions are stale.
+	sp2 := c.prepareStore("PrepareStore", tierKeys(10, 12))
+	c.call("Reset", r.x.Reset)
+	c.refused("CompleteStore of a job issued before Reset", tier.ErrStaleJob, func() error { return r.x.CompleteStore(sp2.Job, true) })
+	c.refused("CompleteLoad of a job issued before Reset", tier.ErrStaleJob, func() error { return r.x.CompleteLoad(lp.Job) })
+	c.step(func() error {
+		for i, res := range r.x.Lookup(append(tierKeys(0, 6), tierKeys(10, 12)...), nil) {
+			if res != tier.Miss {
+				return violationf(ErrAliased, "after Reset and a stale completion, key %d looks up as %v", i, res)
+			}
+		}
+		return nil
+	})
+	c.account("after stale completions", &[4]int{r.x.Capacity(), 0, 0, 0})
+	return c.err
 }
 
 func tierEvents(r *run[Tier]) error {
-	c := r.x.Capacity()
-	if c > 512 {
-		return skip("the event case fills the tier: %d slots is too many", c)
+	slots := r.x.Capacity()
+	if slots > 512 {
+		return skip("the event case fills the tier: %d slots is too many", slots)
 	}
 	r.x.TakeEvents(nil)
-	if err := tierStore(r, 0, c); err != nil {
+	if err := tierStore(r, 0, slots); err != nil {
 		return err
 	}
-	if err := tierStore(r, c, c+1); err != nil {
+	if err := tierStore(r, slots, slots+1); err != nil {
 		return err
 	}
 	stored, removed := map[tier.Key]bool{}, map[tier.Key]bool{}
@@ -429,8 +422,8 @@ func tierEvents(r *run[Tier]) error {
 			}
 		}
 	}
-	if len(stored) != c+1 {
-		return violationf(ErrLost, "%d blocks stored, %d announced by BlockStored", c+1, len(stored))
+	if len(stored) != slots+1 {
+		return violationf(ErrLost, "%d blocks stored, %d announced by BlockStored", slots+1, len(stored))
 	}
 	if len(removed) != 1 {
 		return violationf(ErrLost, "one block evicted, %d announced by BlockRemoved", len(removed))
@@ -447,58 +440,52 @@ func tierRemove(r *run[Tier]) error {
 	if err != nil {
 		return err
 	}
-	c, half := r.x.Capacity(), n/2
-	if err := tierStore(r, 0, half); err != nil {
-		return err
-	}
-	lp, err := r.x.PrepareLoad(tierKeys(0, 1))
-	if err != nil {
-		return contractErr("PrepareLoad", err)
-	}
-	sp, err := r.x.PrepareStore(tierKeys(half, half+1))
-	if err != nil {
-		return contractErr("PrepareStore", err)
-	}
-	r.x.TakeEvents(nil)
-	// Blocks 1 and 2 are removable; 0 is load-pinned, half is being
-	// stored, n+5 is absent, 1 is given twice.
-	ks := append(tierKeys(0, 3), tierKey(half), tierKey(n+5), tierKey(1))
-	removed, busy, err := rm.Remove(ks, nil)
-	if err != nil {
-		return contractErr("Remove", err)
-	}
-	if want := []tier.Key{tierKey(0), tierKey(half)}; removed != 2 || !slices.Equal(busy, want) {
-		return violationf(ErrContract, "Remove of 2 removable, 2 busy and 1 absent block removed %d and reported busy %v, want 2 and %v", removed, busy, want)
-	}
-	for i, res := range r.x.Lookup(tierKeys(0, 3), nil) {
-		if want := [3]tier.Result{tier.Hit, tier.Miss, tier.Miss}[i]; res != want {
-			return violationf(ErrAliased, "after Remove, block %d looks up as %v, want %v", i, res, want)
+	c, slots, half := &tierCheck{run: r}, r.x.Capacity(), n/2
+	c.store(0, half)
+	lp := c.prepareLoad(tierKeys(0, 1))
+	sp := c.prepareStore("PrepareStore", tierKeys(half, half+1))
+	c.step(func() error {
+		r.x.TakeEvents(nil)
+		// Blocks 1 and 2 are removable; 0 is load-pinned, half is being
+		// stored, n+5 is absent, 1 is given twice.
+		ks := append(tierKeys(0, 3), tierKey(half), tierKey(n+5), tierKey(1))
+		removed, busy, err := rm.Remove(ks, nil)
+		if err != nil {
+			return contractErr("Remove", err)
 		}
-	}
-	if err := tierAccount(r.x, "after Remove", &[4]int{c - half + 2 - 1, half - 3, 1, 1}); err != nil {
-		return err
-	}
-	var gone []tier.Key
-	for _, e := range r.x.TakeEvents(nil) {
-		if e.Kind == tier.BlockStored || e.Medium == "" {
-			return violationf(ErrContract, "Remove recorded a %v event (medium %q)", e.Kind, e.Medium)
+		if want := []tier.Key{tierKey(0), tierKey(half)}; removed != 2 || !slices.Equal(busy, want) {
+			return violationf(ErrContract, "Remove of 2 removable, 2 busy and 1 absent block removed %d and reported busy %v, want 2 and %v", removed, busy, want)
 		}
-		gone = append(gone, e.Keys...)
-	}
-	if !slices.Equal(gone, tierKeys(1, 3)) {
-		return violationf(ErrLost, "Remove of blocks 1 and 2 announced %d keys by BlockRemoved", len(gone))
-	}
-	if err := r.x.CompleteStore(sp.Job, true); err != nil {
-		return contractErr("CompleteStore after a Remove that found it busy", err)
-	}
-	if err := r.x.CompleteLoad(lp.Job); err != nil {
-		return contractErr("CompleteLoad after a Remove that found it busy", err)
-	}
-	if err := tierVerify(r, 3, half); err != nil {
-		return err
-	}
-	if removed, busy, err := rm.Remove(tierKeys(0, 1), nil); err != nil || removed != 1 || len(busy) != 0 {
-		return violationf(ErrContract, "Remove of a block whose load completed: %d removed, busy %v, %v", removed, busy, err)
-	}
-	return tierAccount(r.x, "after the jobs and a second Remove", &[4]int{c - half + 2, half - 2, 0, 0})
+		for i, res := range r.x.Lookup(tierKeys(0, 3), nil) {
+			if want := [3]tier.Result{tier.Hit, tier.Miss, tier.Miss}[i]; res != want {
+				return violationf(ErrAliased, "after Remove, block %d looks up as %v, want %v", i, res, want)
+			}
+		}
+		return nil
+	})
+	c.account("after Remove", &[4]int{slots - half + 2 - 1, half - 3, 1, 1})
+	c.step(func() error {
+		var gone []tier.Key
+		for _, e := range r.x.TakeEvents(nil) {
+			if e.Kind == tier.BlockStored || e.Medium == "" {
+				return violationf(ErrContract, "Remove recorded a %v event (medium %q)", e.Kind, e.Medium)
+			}
+			gone = append(gone, e.Keys...)
+		}
+		if !slices.Equal(gone, tierKeys(1, 3)) {
+			return violationf(ErrLost, "Remove of blocks 1 and 2 announced %d keys by BlockRemoved", len(gone))
+		}
+		return nil
+	})
+	c.call("CompleteStore after a Remove that found it busy", func() error { return r.x.CompleteStore(sp.Job, true) })
+	c.call("CompleteLoad after a Remove that found it busy", func() error { return r.x.CompleteLoad(lp.Job) })
+	c.verify(3, half)
+	c.step(func() error {
+		if removed, busy, err := rm.Remove(tierKeys(0, 1), nil); err != nil || removed != 1 || len(busy) != 0 {
+			return violationf(ErrContract, "Remove of a block whose load completed: %d removed, busy %v, %v", removed, busy, err)
+		}
+		return nil
+	})
+	c.account("after the jobs and a second Remove", &[4]int{slots - half + 2, half - 2, 0, 0})
+	return c.err
 }

@@ -46,114 +46,33 @@ func CheckTransport(newT func() (pool.Transport, error)) error {
 }
 
 func transportSuite() suite[pool.Transport] {
-	return suite[pool.Transport]{
-		cases:   transportCases,
-		abort:   func(tr pool.Transport) { _ = tr.Close() },
-		release: func(tr pool.Transport) { _ = tr.Close() },
-	}
+	closeIt := func(tr pool.Transport) { _ = tr.Close() }
+	return suite[pool.Transport]{cases: transportCases, abort: closeIt, release: closeIt}
 }
 
 // trRun is a transport case's run.
 type trRun = run[pool.Transport]
 
 var transportCases = []testCase[pool.Transport]{
-	{
-		name:        "DrainEmpty",
-		explanation: "a Drain with nothing sent delivers nothing, with no producer and with idle producers, every time",
-		run:         checkDrainEmpty,
-	},
-	{
-		name:        "DrainAfterSend",
-		explanation: "a Drain delivers everything published before it started (up to the batch limit of each queue): right after one Send of one handle, and after sends of several producers, hundreds of times",
-		run:         checkDrainAfterSend,
-	},
-	{
-		name:        "ChunkLengths",
-		explanation: "a chunk of any length, from 1 to several times any node, queue or batch size, is delivered exactly, in order, also queued behind a short one, and so are hundreds of chunks pending at once",
-		run:         checkChunkLengths,
-	},
-	{
-		name:        "HandleValues",
-		explanation: "every field of every handle is delivered as sent, whatever its value (zero, maximal, random), and a handle sent n times is delivered n times",
-		run:         checkHandleValues,
-	},
-	{
-		name:        "ChunkCopied",
-		explanation: "Send copies the chunk: the producer may overwrite it as soon as Send returns, at every chunk length",
-		run:         checkCopied,
-	},
-	{
-		name:        "EmptyChunk",
-		explanation: "sending an empty chunk succeeds, delivers nothing and disturbs nothing sent around it",
-		run:         checkEmptyChunk,
-	},
-	{
-		name:        "ExactlyOnce",
-		explanation: "with many producers, some made while the owner drains, racing each other and the owner's drains, every handle is delivered exactly once, each producer's in order, repeats and every field kept, nothing that was not sent",
-		run:         checkExactlyOnce,
-	},
-	{
-		name:        "Churn",
-		explanation: "producers made, used and retired by the thousand, many live at once, racing each other and the owner's drains: every handle is delivered exactly once, each producer's in order, also the last ones a producer sends before it retires",
-		run:         checkChurn,
-	},
-	{
-		name:        "Volume",
-		explanation: "one instance carries millions of handles, past any counter, index or buffer wrap, and delivers each exactly once, in order, unchanged",
-		run:         checkVolume,
-	},
-	{
-		name:        "Instances",
-		explanation: "instances made by one constructor are independent: a handle is delivered only by the instance it was sent through, a full or closed instance does not affect another",
-		run:         checkInstances,
-	},
-	{
-		name:        "ZeroAllocs",
-		explanation: "in steady state Send (and TrySend) of a chunk and the Drain that delivers it allocate nothing, and neither does an idle Drain",
-		run:         checkTransportAllocs,
-		whole:       true,
-	},
-	{
-		name:        "Bounds",
-		explanation: "a bounded transport reports positive bounds that never change, and every producer it makes is a pool.TryProducer",
-		run:         checkBounds,
-	},
-	{
-		name:        "Capacity",
-		explanation: "a queue of a bounded transport holds exactly Capacity items, per producer or shared by every producer as Bounds says, every time it is filled; TrySend publishes from the front what fits and reports pool.ErrFull; a Send into a full queue blocks (without spinning) until a Drain makes room",
-		run:         checkCapacity,
-	},
-	{
-		name:        "BatchLimit",
-		explanation: "one Drain takes exactly min(Batch, items published) from each queue of a bounded transport, whether the queue is full or not, never splitting a chunk item",
-		run:         checkBatch,
-	},
-	{
-		name:        "Close",
-		explanation: "after Close every send path (Send, TrySend, a producer made before or after) fails with pool.ErrClosed at every chunk length, and Close may be called again",
-		run:         checkTransportClose,
-	},
-	{
-		name:        "CloseWhileSending",
-		explanation: "Close while producers send: every Send returns, with nil or pool.ErrClosed, and every Send that starts after Close returned fails with pool.ErrClosed",
-		run:         checkCloseWhileSending,
-	},
-	{
-		name:        "CloseReleasesBlocked",
-		explanation: "Close releases every producer blocked on a full bounded transport, on every send path, also one that a Drain woke and that blocked again",
-		run:         checkCloseReleases,
-	},
-	{
-		name:        "Retire",
-		explanation: "after Producer.Close later sends of that producer fail with pool.ErrClosed at every length, Close again returns nil, and everything it sent before (more than one batch, too) is delivered exactly once, also when producers retire while the owner drains; the Drain right after a producer retired still takes what every other producer published before it, wherever the retired one sat among them",
-		run:         checkRetire,
-	},
-	{
-		name:        "RetiredForgotten",
-		explanation: "once what a retired producer sent is delivered, the transport forgets it: thousands of retired producers keep no memory and no goroutines",
-		run:         checkRetiredForgotten,
-		whole:       true,
-	},
+	{name: "DrainEmpty", run: checkDrainEmpty, explanation: "a Drain with nothing sent delivers nothing, with no producer and with idle producers, every time"},
+	{name: "DrainAfterSend", run: checkDrainAfterSend, explanation: "a Drain delivers everything published before it started (up to the batch limit of each queue): right after one Send of one handle, and after sends of several producers, hundreds of times"},
+	{name: "ChunkLengths", run: checkChunkLengths, explanation: "a chunk of any length, from 1 to several times any node, queue or batch size, is delivered exactly, in order, also queued behind a short one, and so are hundreds of chunks pending at once"},
+	{name: "HandleValues", run: checkHandleValues, explanation: "every field of every handle is delivered as sent, whatever its value (zero, maximal, random), and a handle sent n times is delivered n times"},
+	{name: "ChunkCopied", run: checkCopied, explanation: "Send copies the chunk: the producer may overwrite it as soon as Send returns, at every chunk length"},
+	{name: "EmptyChunk", run: checkEmptyChunk, explanation: "sending an empty chunk succeeds, delivers nothing and disturbs nothing sent around it"},
+	{name: "ExactlyOnce", run: checkExactlyOnce, explanation: "with many producers, some made while the owner drains, racing each other and the owner's drains, every handle is delivered exactly once, each producer's in order, repeats and every field kept, nothing that was not sent"},
+	{name: "Churn", run: checkChurn, explanation: "producers made, used and retired by the thousand, many live at once, racing each other and the owner's drains: every handle is delivered exactly once, each producer's in order, also the last ones a producer sends before it retires"},
+	{name: "Volume", run: checkVolume, explanation: "one instance carries millions of handles, past any counter, index or buffer wrap, and delivers each exactly once, in order, unchanged"},
+	{name: "Instances", run: checkInstances, explanation: "instances made by one constructor are independent: a handle is delivered only by the instance it was sent through, a full or closed instance does not affect another"},
+	{name: "ZeroAllocs", run: checkTransportAllocs, whole: true, explanation: "in steady state Send (and TrySend) of a chunk and the Drain that delivers it allocate nothing, and neither does an idle Drain"},
+	{name: "Bounds", run: checkBounds, explanation: "a bounded transport reports positive bounds that never change, and every producer it makes is a pool.TryProducer"},
+	{name: "Capacity", run: checkCapacity, explanation: "a queue of a bounded transport holds exactly Capacity items, per producer or shared by every producer as Bounds says, every time it is filled; TrySend publishes from the front what fits and reports pool.ErrFull; a Send into a full queue blocks (without spinning) until a Drain makes room"},
+	{name: "BatchLimit", run: checkBatch, explanation: "one Drain takes exactly min(Batch, items published) from each queue of a bounded transport, whether the queue is full or not, never splitting a chunk item"},
+	{name: "Close", run: checkTransportClose, explanation: "after Close every send path (Send, TrySend, a producer made before or after) fails with pool.ErrClosed at every chunk length, and Close may be called again"},
+	{name: "CloseWhileSending", run: checkCloseWhileSending, explanation: "Close while producers send: every Send returns, with nil or pool.ErrClosed, and every Send that starts after Close returned fails with pool.ErrClosed"},
+	{name: "CloseReleasesBlocked", run: checkCloseReleases, explanation: "Close releases every producer blocked on a full bounded transport, on every send path, also one that a Drain woke and that blocked again"},
+	{name: "Retire", run: checkRetire, explanation: "after Producer.Close later sends of that producer fail with pool.ErrClosed at every length, Close again returns nil, and everything it sent before (more than one batch, too) is delivered exactly once, also when producers retire while the owner drains; the Drain right after a producer retired still takes what every other producer published before it, wherever the retired one sat among them"},
+	{name: "RetiredForgotten", run: checkRetiredForgotten, whole: true, explanation: "once what a retired producer sent is delivered, the transport forgets it: thousands of retired producers keep no memory and no goroutines"},
 }
 
 // boundsOf returns tr's bounds, if it is bounded.
@@ -175,14 +94,13 @@ func fits(bd pool.Bounds, bounded bool, n int) bool {
 // multiples of 4096 and 1000, lengths drawn at random, and for a bounded
 // transport its capacity and batch, their neighbours and small multiples.
 func chunkLengths(bd pool.Bounds, bounded bool, longest int) []int {
-	var ls []int
+	ls := []int{48, 100, 333, 1000, 3000, 3*4096 - 1, 3*4096 + 1, 10000}
 	for n := 1; n <= 40; n++ {
 		ls = append(ls, n)
 	}
 	for p := 64; p <= 1<<14; p *= 2 {
 		ls = append(ls, p-1, p, p+1)
 	}
-	ls = append(ls, 48, 100, 333, 1000, 3000, 3*4096-1, 3*4096+1, 10000)
 	rng := rand.New(rand.NewPCG(uint64(bd.Capacity), uint64(bd.Batch)))
 	for range 6 {
 		ls = append(ls, 1+rng.IntN(longest))
@@ -195,14 +113,7 @@ func chunkLengths(bd pool.Bounds, bounded bool, longest int) []int {
 		}
 	}
 	slices.Sort(ls)
-	ls = slices.Compact(ls)
-	for len(ls) > 0 && ls[0] < 1 {
-		ls = ls[1:]
-	}
-	for len(ls) > 0 && ls[len(ls)-1] > longest {
-		ls = ls[:len(ls)-1]
-	}
-	return ls
+	return slices.DeleteFunc(slices.Compact(ls), func(n int) bool { return n < 1 || n > longest })
 }
 
 // maxChunk is the longest chunk the cases send: several times any node,

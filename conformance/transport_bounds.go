@@ -72,17 +72,26 @@ func checkBounds(r *trRun) error {
 		return err
 	}
 	for p, tp := range tps {
-		chunk := freshChunk(l.src, p, 1)
-		if err := tp.Send(chunk); err != nil {
-			return violationf(ErrContract, "Send: %v", err)
+		if err := sendFresh(l, tp, p, 1); err != nil {
+			return err
 		}
-		l.sent[p] = chunk
 		l.drain(r.x)
 		if again := b.Bounds(); again != bd {
 			return violationf(ErrContract, "Bounds() after a Send and a Drain = %+v, before %+v: bounds never change", again, bd)
 		}
 	}
 	return l.settle(r.ctx, r.x)
+}
+
+// trySendFresh has tp, producer p of l, TrySend n fresh handles, records
+// those it took as sent, and returns what TrySend returned.
+func trySendFresh(l *ledger, tp pool.TryProducer, p, n int) (int, error) {
+	chunk := freshChunk(l.src, p, n)
+	got, err := tp.TrySend(chunk)
+	if got >= 0 && got <= n {
+		l.sent[p] = append(l.sent[p], chunk[:got]...)
+	}
+	return got, err
 }
 
 // fillItems fills producer p's queue through tp, item by item (or with one
@@ -111,11 +120,9 @@ func fillItems(l *ledger, tp pool.TryProducer, p int, bd pool.Bounds, limit int)
 		if bd.Chunked {
 			n = lengths[items%len(lengths)]
 		}
-		chunk := freshChunk(l.src, p, n)
-		got, err := tp.TrySend(chunk)
+		got, err := trySendFresh(l, tp, p, n)
 		switch {
 		case got == n && err == nil:
-			l.sent[p] = append(l.sent[p], chunk...)
 			items++
 			continue
 		case got == 0 && errors.Is(err, pool.ErrFull):
@@ -154,12 +161,7 @@ func checkCapacity(r *trRun) error {
 	}
 	// The full queue refuses more, at any length.
 	for _, k := range []int{1, 5, 200} {
-		chunk := freshChunk(l.src, 0, k)
-		got, err := tps[0].TrySend(chunk)
-		if got > 0 && got <= k {
-			l.sent[0] = append(l.sent[0], chunk[:got]...)
-		}
-		if got != 0 || !errors.Is(err, pool.ErrFull) {
+		if got, err := trySendFresh(l, tps[0], 0, k); got != 0 || !errors.Is(err, pool.ErrFull) {
 			return violationf(ErrContract, "TrySend of %d handles into a full queue = (%d, %v), want (0, pool.ErrFull)", k, got, err)
 		}
 	}
@@ -211,18 +213,12 @@ func checkCapacity(r *trRun) error {
 	// after the drains.
 	if !bd.Chunked {
 		k := max(bd.Capacity/2, 1)
-		first := freshChunk(l.src, 0, k)
-		if got, err := tps[0].TrySend(first); got != k || err != nil {
+		if got, err := trySendFresh(l, tps[0], 0, k); got != k || err != nil {
 			return violationf(ErrContract, "TrySend of %d handles into an empty queue of %d = (%d, %v), want (%d, nil)", k, bd.Capacity, got, err, k)
 		}
-		l.sent[0] = append(l.sent[0], first...)
-		rest := freshChunk(l.src, 0, bd.Capacity-k+2)
-		got, err := tps[0].TrySend(rest)
-		if got >= 0 && got <= len(rest) {
-			l.sent[0] = append(l.sent[0], rest[:got]...)
-		}
-		if got != bd.Capacity-k || !errors.Is(err, pool.ErrFull) {
-			return violationf(ErrContract, "TrySend of %d handles into a queue with room for %d = (%d, %v), want (%d, pool.ErrFull)", len(rest), bd.Capacity-k, got, err, bd.Capacity-k)
+		rest := bd.Capacity - k + 2
+		if got, err := trySendFresh(l, tps[0], 0, rest); got != bd.Capacity-k || !errors.Is(err, pool.ErrFull) {
+			return violationf(ErrContract, "TrySend of %d handles into a queue with room for %d = (%d, %v), want (%d, pool.ErrFull)", rest, bd.Capacity-k, got, err, bd.Capacity-k)
 		}
 		if err := l.drainDry(ctx, tr); err != nil {
 			return err
@@ -307,14 +303,9 @@ func checkBatch(r *trRun) error {
 	queueOf := func(p int) int { return p % queues }
 	chunkOf := map[pool.Handle]int{} // chunk items: handle -> item number
 	var itemLens []int
-	var levels []int
-	for _, n := range []int{bd.Capacity, bd.Batch + 1, bd.Batch, bd.Batch - 1, 2*bd.Batch + 1, 1} {
-		if n >= 1 && n <= bd.Capacity {
-			levels = append(levels, n)
-		}
-	}
+	levels := []int{bd.Capacity, bd.Batch + 1, bd.Batch, bd.Batch - 1, 2*bd.Batch + 1, 1}
 	slices.Sort(levels)
-	levels = slices.Compact(levels)
+	levels = slices.DeleteFunc(slices.Compact(levels), func(n int) bool { return n < 1 || n > bd.Capacity })
 	for _, level := range levels {
 		// Fill every queue to level items: per-producer queues from their
 		// own producer, a shared queue from all producers by turns.

@@ -26,11 +26,7 @@ func racingLengths(bd pool.Bounds, bounded bool) []int {
 		ls = append(ls, bd.Capacity-1, bd.Capacity, bd.Capacity+1, 2*bd.Capacity+1, bd.Batch+1)
 	}
 	slices.Sort(ls)
-	ls = slices.Compact(ls)
-	for len(ls) > 0 && ls[0] < 1 {
-		ls = ls[1:]
-	}
-	return ls
+	return slices.DeleteFunc(slices.Compact(ls), func(n int) bool { return n < 1 })
 }
 
 // sendsFail checks that every send path of prod fails with pool.ErrClosed
@@ -54,14 +50,11 @@ func sendsFail(who string, prod pool.Producer, lengths []int) error {
 func checkTransportClose(r *trRun) error {
 	tr := r.x
 	bd, bounded := boundsOf(tr)
-	used, err := tr.NewProducer()
+	prods, err := several(2, "NewProducer", tr.NewProducer)
 	if err != nil {
-		return violationf(ErrContract, "NewProducer: %v", err)
+		return err
 	}
-	idle, err := tr.NewProducer()
-	if err != nil {
-		return violationf(ErrContract, "NewProducer: %v", err)
-	}
+	used, idle := prods[0], prods[1]
 	if err := used.Send(handles(1)); err != nil {
 		return violationf(ErrContract, "Send: %v", err)
 	}
@@ -85,10 +78,7 @@ func checkTransportClose(r *trRun) error {
 		}
 	}
 	_ = tr.Close() // a second Close must not panic
-	if err := sendsFail("after a second Close", used, lengths[:4]); err != nil {
-		return err
-	}
-	return nil
+	return sendsFail("after a second Close", used, lengths[:4])
 }
 
 func checkCloseWhileSending(r *trRun) error {
@@ -163,16 +153,6 @@ func checkCloseWhileSending(r *trRun) error {
 // return: it should return at once.
 const closeGrace = 2 * time.Second
 
-// abortWorkers ends the workers' jobs without waiting for those still
-// blocked in the component: the case reports them and returns at once,
-// instead of holding on until the watchdog fires.
-func abortWorkers(ws ...*worker) error {
-	for _, w := range ws {
-		close(w.jobs)
-	}
-	return nil
-}
-
 func checkCloseReleases(r *trRun) error {
 	tr, ctx := r.x, r.ctx
 	bd, err := fillable(tr)
@@ -234,7 +214,13 @@ func checkCloseReleases(r *trRun) error {
 				return errors.Join(violationf(ErrContract, "a Send of %d handles blocked on a full transport returned %v after Close, want nil or pool.ErrClosed", lens[p], err), stopWorkers(ctx, &c, ws...))
 			}
 		case <-released.C:
-			return errors.Join(violationf(ErrDeadlock, "a Send of %d handles blocked on a full transport was not released by Close within %v", lens[p], closeGrace), abortWorkers(ws...))
+			// End the workers' jobs without waiting for those still blocked
+			// in the component: the case reports them and returns at once,
+			// instead of holding on until the watchdog fires.
+			for _, w := range ws {
+				close(w.jobs)
+			}
+			return violationf(ErrDeadlock, "a Send of %d handles blocked on a full transport was not released by Close within %v", lens[p], closeGrace)
 		case <-ctx.Done():
 			return errors.Join(violationf(ErrDeadlock, "a Send of %d handles blocked on a full transport was not released by Close", lens[p]), stopWorkers(ctx, &c, ws...))
 		}
@@ -247,14 +233,11 @@ func checkRetire(r *trRun) error {
 	bd, bounded := boundsOf(tr)
 	src := newHandleSource(19)
 	l := newLedger(src, 2)
-	p, err := tr.NewProducer()
+	prods, err := several(2, "NewProducer", tr.NewProducer)
 	if err != nil {
-		return violationf(ErrContract, "NewProducer: %v", err)
+		return err
 	}
-	q, err := tr.NewProducer()
-	if err != nil {
-		return violationf(ErrContract, "NewProducer: %v", err)
-	}
+	p, q := prods[0], prods[1]
 	// p leaves more than a batch pending: a bounded queue full, an
 	// unbounded one with chunks of every size, thousands of handles.
 	if bounded {
@@ -270,19 +253,14 @@ func checkRetire(r *trRun) error {
 		}
 	} else {
 		for _, n := range []int{1, 40, 3, 100, 33, 2049, 1, 4097, 3000, 1} {
-			chunk := freshChunk(src, 0, n)
-			if err := p.Send(chunk); err != nil {
-				return violationf(ErrContract, "Send: %v", err)
+			if err := sendFresh(l, p, 0, n); err != nil {
+				return err
 			}
-			l.sent[0] = append(l.sent[0], chunk...)
 		}
 	}
-	if err := p.Close(); err != nil {
-		return violationf(ErrContract, "Producer.Close = %v, want nil", err)
-	}
-	for range 3 {
+	for i := range 4 {
 		if err := p.Close(); err != nil {
-			return violationf(ErrContract, "Producer.Close again = %v, want nil", err)
+			return violationf(ErrContract, "Producer.Close call %d = %v, want nil", i+1, err)
 		}
 	}
 	if err := sendsFail("after Producer.Close", p, closeLengths(bd, bounded, r.longest())); err != nil {
@@ -291,11 +269,9 @@ func checkRetire(r *trRun) error {
 	// The other producer is unaffected; everything the retired one sent
 	// is still delivered, once.
 	l.drain(tr)
-	chunk := freshChunk(src, 1, 1)
-	if err := q.Send(chunk); err != nil {
-		return violationf(ErrContract, "another producer's Send after one retired: %v", err)
+	if err := sendFresh(l, q, 1, 1); err != nil {
+		return fmt.Errorf("another producer, after one retired: %w", err)
 	}
-	l.sent[1] = chunk
 	if err := l.settle(ctx, tr); err != nil {
 		return fmt.Errorf("a retired producer's pending handles: %w", err)
 	}

@@ -106,6 +106,17 @@ func freshChunk(src *handleSource, p, n int) []pool.Handle {
 	return hs
 }
 
+// sendFresh has prod, producer p of l, Send n fresh handles and records
+// them as sent.
+func sendFresh(l *ledger, prod pool.Producer, p, n int) error {
+	chunk := freshChunk(l.src, p, n)
+	if err := prod.Send(chunk); err != nil {
+		return violationf(ErrContract, "Send of %d handles: %v", n, err)
+	}
+	l.sent[p] = append(l.sent[p], chunk...)
+	return nil
+}
+
 func checkDrainEmpty(r *trRun) error {
 	tr := r.x
 	l := newLedger(newHandleSource(1), 1)
@@ -124,11 +135,9 @@ func checkDrainEmpty(r *trRun) error {
 		}
 	}
 	// Once what was sent is delivered, later drains deliver nothing again.
-	chunk := freshChunk(l.src, 0, 1)
-	if err := prods[0].Send(chunk); err != nil {
-		return violationf(ErrContract, "Send: %v", err)
+	if err := sendFresh(l, prods[0], 0, 1); err != nil {
+		return err
 	}
-	l.sent[0] = append(l.sent[0], chunk...)
 	if err := l.settle(r.ctx, tr); err != nil {
 		return err
 	}
@@ -152,11 +161,9 @@ func checkDrainAfterSend(r *trRun) error {
 	}
 	// The owner's own Send of one handle, then one Drain, many times.
 	for i := range 100 {
-		chunk := freshChunk(src, 0, 1)
-		if err := prods[0].Send(chunk); err != nil {
-			return violationf(ErrContract, "Send: %v", err)
+		if err := sendFresh(l, prods[0], 0, 1); err != nil {
+			return err
 		}
-		l.sent[0] = append(l.sent[0], chunk...)
 		if n := l.drain(tr); n != 1 {
 			return lateOrLost(ctx, tr, l, violationf(ErrLost, "Drain %d right after a Send of one handle delivered %d handles", i, n))
 		}
@@ -186,7 +193,7 @@ func checkDrainAfterSend(r *trRun) error {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for iter := range r.scaled(300) {
 		budget := perQueue
-		chunks := make([][]pool.Handle, producers)
+		chunks, senders := make([][]pool.Handle, producers), 0
 		for p := range producers {
 			if rng.IntN(2) == 0 && !(p == producers-1 && iter%2 == 0) {
 				continue
@@ -220,6 +227,7 @@ func checkDrainAfterSend(r *trRun) error {
 				prev = s[len(s)-1]
 			}
 			chunks[p] = src.chunk(p, n, prev)
+			senders++
 		}
 		// Hand the chunks out, then wait for every Send to return.
 		for p, chunk := range chunks {
@@ -239,13 +247,8 @@ func checkDrainAfterSend(r *trRun) error {
 			if chunk == nil || p == 0 {
 				continue
 			}
-			select {
-			case err := <-ws[p].done:
-				if err != nil {
-					return stop(violationf(ErrContract, "Send of %d handles: %v", len(chunk), err))
-				}
-			case <-ctx.Done():
-				return stop(violationf(ErrDeadlock, "a Send of %d handles into a queue with room for it did not return", len(chunk)))
+			if err := awaitSend(ctx, tr, l, ws[p], len(chunk), false); err != nil {
+				return stop(err)
 			}
 		}
 		mark := make([]int, producers)
@@ -260,7 +263,7 @@ func checkDrainAfterSend(r *trRun) error {
 				err = l.verdict()
 			}
 			if err != nil {
-				return stop(lateOrLost(ctx, tr, l, fmt.Errorf("round %d, one Drain after Sends of %d producers returned: %w", iter, countNonNil(chunks), err)))
+				return stop(lateOrLost(ctx, tr, l, fmt.Errorf("round %d, one Drain after Sends of %d producers returned: %w", iter, senders, err)))
 			}
 		}
 	}
@@ -284,16 +287,6 @@ func lateOrLost(ctx context.Context, tr pool.Transport, l *ledger, err error) er
 		return fmt.Errorf("%w (later drains delivered %d more handles: the Drain did not take everything published before it started)", err, l.n-before)
 	}
 	return fmt.Errorf("%w (no later drain delivered them either)", err)
-}
-
-func countNonNil(chunks [][]pool.Handle) int {
-	n := 0
-	for _, c := range chunks {
-		if c != nil {
-			n++
-		}
-	}
-	return n
 }
 
 func checkChunkLengths(r *trRun) error {
@@ -558,13 +551,11 @@ func checkInstances(r *trRun) error {
 	prods := make([]pool.Producer, per*len(insts))
 	for i, tr := range insts {
 		ledgers[i] = newLedger(src, len(prods))
-		for j := range per {
-			p, err := tr.NewProducer()
-			if err != nil {
-				return violationf(ErrContract, "instance %d: NewProducer: %v", i, err)
-			}
-			prods[i*per+j] = p
+		ps, err := several(per, fmt.Sprintf("instance %d: NewProducer", i), tr.NewProducer)
+		if err != nil {
+			return err
 		}
+		copy(prods[i*per:], ps)
 	}
 	for round := range 20 {
 		for i, tr := range insts {
@@ -607,11 +598,9 @@ func checkInstances(r *trRun) error {
 			if _, err := fillItems(ledgers[0], tp0, 0, bd, bd.Capacity+1); err != nil {
 				return fmt.Errorf("instance 0: %w", err)
 			}
-			h := freshChunk(src, per, 1)
-			if n, err := tp1.TrySend(h); n != 1 || err != nil {
+			if n, err := trySendFresh(ledgers[1], tp1, per, 1); n != 1 || err != nil {
 				return violationf(ErrContract, "instance 1: TrySend of one handle into an empty queue while instance 0 is full = (%d, %v), want (1, nil): instances share a queue", n, err)
 			}
-			ledgers[1].sent[per] = append(ledgers[1].sent[per], h...)
 		}
 	}
 	// Closing one instance leaves the others working.
@@ -623,11 +612,9 @@ func checkInstances(r *trRun) error {
 			return fmt.Errorf("instance %d: %w", i, err)
 		}
 		l := newLedger(src, len(prods))
-		chunk := freshChunk(src, i*per, 1)
-		if err := prods[i*per].Send(chunk); err != nil {
-			return violationf(ErrContract, "instance %d: Send after instance 0 was closed: %v", i, err)
+		if err := sendFresh(l, prods[i*per], i*per, 1); err != nil {
+			return fmt.Errorf("instance %d after instance 0 was closed: %w", i, err)
 		}
-		l.sent[i*per] = chunk
 		if err := l.settle(ctx, insts[i]); err != nil {
 			return fmt.Errorf("instance %d after instance 0 was closed: %w", i, err)
 		}
