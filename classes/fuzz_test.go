@@ -2,6 +2,7 @@ package classes_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/locus-go/locus/classes"
@@ -26,6 +27,33 @@ func fuzzSubjects(t *testing.T) (*classes.DefaultPool, []classes.Class, classes.
 	return c, cs, foreign, snd
 }
 
+// fuzzModel returns the model of an allocator of the classes cs, every
+// block free.
+func fuzzModel(cs []classes.Class) *model.Sizes[classes.Handle] {
+	mcs := make([]model.Class, len(cs))
+	for k, cl := range cs {
+		mcs[k] = model.Class{Size: cl.Size, Blocks: cl.Blocks}
+	}
+	return model.NewSizes[classes.Handle](mcs)
+}
+
+// checkStats compares the allocator's stats with the model's counts.
+func checkStats(c *classes.DefaultPool, m *model.Sizes[classes.Handle]) error {
+	st := c.Stats()
+	if st.Rejected != m.Rejected {
+		return fmt.Errorf("Rejected %d, want %d", st.Rejected, m.Rejected)
+	}
+	for k, got := range st.Classes {
+		w := m.Counts[k]
+		if got.Live != w.Live || got.Free != w.Free || got.HighWater != w.HighWater || got.Allocs != w.Allocs || got.Frees != w.Frees ||
+			got.Requested != w.Requested || got.RemoteSubmitted != w.RemoteSubmitted ||
+			got.RemoteDrained != w.RemoteDrained || got.Rejected != w.Rejected {
+			return fmt.Errorf("class %d: stats %+v; model %+v", k, got, w)
+		}
+	}
+	return nil
+}
+
 // FuzzOps decodes bytes, with the decoder the conformance suite drives its
 // allocators with (model.Sizes.Next), into allocations of every class and
 // way, local frees, mixed chunks, remote frees, drains and frees of stale
@@ -39,11 +67,7 @@ func FuzzOps(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, cs, foreign, snd := fuzzSubjects(t)
 		var err error
-		mcs := make([]model.Class, len(cs))
-		for k, cl := range cs {
-			mcs[k] = model.Class{Size: cl.Size, Blocks: cl.Blocks}
-		}
-		m := model.NewSizes[classes.Handle](mcs)
+		m := fuzzModel(cs)
 		tag := byte(0)
 		// drain drains until a Drain brings nothing and returns what came.
 		drain := func(step int) int {
@@ -187,15 +211,12 @@ func FuzzOps(f *testing.F) {
 				if err := c.Free(b.Key); err != nil {
 					t.Fatalf("step %d: Free(%v) before the drain = %v", step, b.Key, err)
 				}
-				k := b.Class
+				m.Send(b.Class, b.Key)
 				m.Forget(b, false)
 				n, err := c.Drain()
-				if n != 0 || !errors.Is(err, pool.ErrStaleHandle) {
+				if freed, refused := m.Deliver(b.Class); n != freed || refused != 1 || !errors.Is(err, pool.ErrStaleHandle) {
 					t.Fatalf("step %d: the drain of an overtaken remote free = %d, %v; want 0 and a stale handle", step, n, err)
 				}
-				m.Counts[k].RemoteSubmitted++
-				m.Counts[k].RemoteDrained++
-				m.Refused(k, 1)
 			case x == 2 && len(m.Blocks) > 0: // a chunk with a handle naming no class: the good one is freed
 				b := m.Blocks[0]
 				err := c.FreeChunk([]classes.Handle{b.Key, reclass(classes.Handle{}, len(cs)+5)})
@@ -205,17 +226,8 @@ func FuzzOps(f *testing.F) {
 				m.Forget(b, false)
 				m.Refused(-1, 1)
 			}
-			st := c.Stats()
-			if st.Rejected != m.Rejected {
-				t.Fatalf("step %d: Rejected %d, want %d", step, st.Rejected, m.Rejected)
-			}
-			for k, got := range st.Classes {
-				w := m.Counts[k]
-				if got.Live != w.Live || got.Free != w.Free || got.HighWater != w.HighWater || got.Allocs != w.Allocs || got.Frees != w.Frees ||
-					got.Requested != w.Requested || got.RemoteSubmitted != w.RemoteSubmitted ||
-					got.RemoteDrained != w.RemoteDrained || got.Rejected != w.Rejected {
-					t.Fatalf("step %d: class %d: stats %+v; model %+v", step, k, got, w)
-				}
+			if err := checkStats(c, m); err != nil {
+				t.Fatalf("step %d: %v", step, err)
 			}
 		}
 	})

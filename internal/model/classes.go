@@ -30,12 +30,13 @@ type Sizes[K comparable] struct {
 	Blocks   []*Block[K] // the live blocks, in no order
 	Taken    [][]bool    // class, block index -> a live handle holds it
 	Stale    []K         // freed handles, the latest StaleKeep
+	Pending  [][]K       // per class: remote frees sent and not yet drained, in order
 }
 
 // NewSizes returns the model of an allocator of the classes cls, every
 // block free.
 func NewSizes[K comparable](cls []Class) *Sizes[K] {
-	m := &Sizes[K]{Classes: cls, Counts: make([]ClassCounts, len(cls)), Live: map[K]*Block[K]{}, Taken: make([][]bool, len(cls))}
+	m := &Sizes[K]{Classes: cls, Counts: make([]ClassCounts, len(cls)), Live: map[K]*Block[K]{}, Taken: make([][]bool, len(cls)), Pending: make([][]K, len(cls))}
 	for k, cl := range cls {
 		m.Counts[k].Free = cl.Blocks
 		m.Taken[k] = make([]bool, cl.Blocks)
@@ -89,6 +90,33 @@ func (m *Sizes[K]) Forget(b *Block[K], remote bool) {
 		w.RemoteSubmitted++
 		w.RemoteDrained++
 	}
+}
+
+// Send records a remote free of key, a handle of class k, that the next
+// drain of class k delivers (Deliver). Until then the block stays live:
+// the owner may still free it, and the drain then refuses the key.
+func (m *Sizes[K]) Send(k int, key K) {
+	m.Pending[k] = append(m.Pending[k], key)
+	m.Counts[k].RemoteSubmitted++
+}
+
+// Deliver drains class k's pending remote frees in the order they were
+// sent, as the allocator's drain does: a key still live is freed, any
+// other (freed meanwhile, or sent twice) refused. It returns how many
+// blocks were freed and how many keys refused.
+func (m *Sizes[K]) Deliver(k int) (freed, refused int) {
+	for _, key := range m.Pending[k] {
+		m.Counts[k].RemoteDrained++
+		if b, ok := m.Live[key]; ok {
+			m.Forget(b, false)
+			freed++
+		} else {
+			m.Refused(k, 1)
+			refused++
+		}
+	}
+	m.Pending[k] = m.Pending[k][:0]
+	return freed, refused
 }
 
 // Refused counts n refusals of a handle of class k, or naming no class
