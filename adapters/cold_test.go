@@ -119,14 +119,7 @@ func get(t testing.TB, m *adapters.Manager, id string, want []byte) {
 // roundTrip is the weights an int8 warm copy of w dequantizes to.
 func roundTrip(t testing.TB, q adapters.Quant, w []byte) []byte {
 	t.Helper()
-	enc := make([]byte, q.EncodedSize(len(w)))
-	if err := q.Encode(enc, w); err != nil {
-		t.Fatal(err)
-	}
-	out := make([]byte, len(w))
-	if err := q.Decode(out, enc); err != nil {
-		t.Fatal(err)
-	}
+	_, out := encodeDecode(t, q, w)
 	return out
 }
 
@@ -508,16 +501,25 @@ func TestColdEviction(t *testing.T) {
 	f.check(t)
 }
 
-// TestColdTierClosed: a tier closed under the Manager makes every cold op
-// fall back to the Loader; nothing hangs.
-func TestColdTierClosed(t *testing.T) {
-	tm, _ := coldTier(t, false, 4096, 16)
-	f := newFixture(t, 32, adapters.WithHotBudget(1, 0), adapters.WithCold(tm, 1))
-	wa, wb := weights("a", 9000), weights("b", 9000)
+// storingA makes a Manager with one hot adapter over the cold tier tm,
+// registers adapters a and b of size bytes each and acquires a, then b: b
+// takes a's place, and a's store to the tier is in flight.
+func storingA(t *testing.T, tm *tier.Manager, size int) (f *fixture, wa, wb []byte) {
+	t.Helper()
+	f = newFixture(t, 32, adapters.WithHotBudget(1, 0), adapters.WithCold(tm, 1))
+	wa, wb = weights("a", size), weights("b", size)
 	_ = f.m.Register("a", &loaderOf{w: wa})
 	_ = f.m.Register("b", &loaderOf{w: wb})
 	get(t, f.m, "a", wa)
 	get(t, f.m, "b", wb) // a's store in flight
+	return f, wa, wb
+}
+
+// TestColdTierClosed: a tier closed under the Manager makes every cold op
+// fall back to the Loader; nothing hangs.
+func TestColdTierClosed(t *testing.T) {
+	tm, _ := coldTier(t, false, 4096, 16)
+	f, wa, wb := storingA(t, tm, 9000)
 	_ = tm.Close()
 	if _, err := f.m.Drain(nil); err != nil {
 		t.Fatal(err)
@@ -622,12 +624,7 @@ func TestColdRace(t *testing.T) {
 // TestColdClose: Close waits for the cold tier's copies in flight.
 func TestColdClose(t *testing.T) {
 	tm, _ := coldTier(t, true, 4096, 16)
-	f := newFixture(t, 32, adapters.WithHotBudget(1, 0), adapters.WithCold(tm, 1))
-	wa, wb := weights("a", 20000), weights("b", 20000)
-	_ = f.m.Register("a", &loaderOf{w: wa})
-	_ = f.m.Register("b", &loaderOf{w: wb})
-	get(t, f.m, "a", wa)
-	get(t, f.m, "b", wb) // a's store in flight
+	f, _, _ := storingA(t, tm, 20000)
 	if err := f.m.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -287,32 +287,35 @@ func (m *Manager) checkIndexes(bad func(string, ...any)) {
 // scan's (debugVictim).
 
 func (m *Manager) scanHot(now int64, limit float64) int {
-	best, bestK := -1, 0.0
-	for i := range m.ads {
-		a := &m.ads[i]
-		if !m.demotable(a, uint32(i)) {
-			continue
+	return m.scan(limit, func(a *adapter, i uint32) (float64, bool) {
+		if !m.demotable(a, i) {
+			return 0, false
 		}
-		k := m.keep(a, now)
-		if k < limit && (best < 0 || k < bestK || (k == bestK && a.order < m.ads[best].order)) {
-			best, bestK = i, k
-		}
-	}
-	return best
+		return m.keep(a, now), true
+	})
 }
 
 func (m *Manager) scanWarm(now int64, limit float64) int {
+	return m.scan(limit, func(a *adapter, i uint32) (float64, bool) {
+		if !m.droppable(a, i) {
+			return 0, false
+		}
+		if a.hot() {
+			return math.Inf(-1), true
+		}
+		return m.keep(a, now), true
+	})
+}
+
+// scan returns the candidate with the lowest keep value below limit, the
+// earliest registered among equals, or -1 for none. keep returns an
+// adapter's value and whether it is a candidate.
+func (m *Manager) scan(limit float64, keep func(a *adapter, i uint32) (float64, bool)) int {
 	best, bestK := -1, 0.0
 	for i := range m.ads {
 		a := &m.ads[i]
-		if !m.droppable(a, uint32(i)) {
-			continue
-		}
-		k := math.Inf(-1)
-		if !a.hot() {
-			k = m.keep(a, now)
-		}
-		if k < limit && (best < 0 || k < bestK || (k == bestK && a.order < m.ads[best].order)) {
+		k, ok := keep(a, uint32(i))
+		if ok && k < limit && (best < 0 || k < bestK || (k == bestK && a.order < m.ads[best].order)) {
 			best, bestK = i, k
 		}
 	}

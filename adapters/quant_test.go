@@ -22,6 +22,21 @@ func tensor(f adapters.Format, xs []float64) []byte {
 
 // TestQuantBound checks the documented error bound element by element,
 // and the RMS relative error, on random and adversarial tensors.
+// encodeDecode encodes w with q and decodes the encoding: it returns the
+// encoding and the weights it decodes to.
+func encodeDecode(t testing.TB, q adapters.Quant, w []byte) (enc, out []byte) {
+	t.Helper()
+	enc = make([]byte, q.EncodedSize(len(w)))
+	if err := q.Encode(enc, w); err != nil {
+		t.Fatal(err)
+	}
+	out = make([]byte, len(w))
+	if err := q.Decode(out, enc); err != nil {
+		t.Fatal(err)
+	}
+	return enc, out
+}
+
 func TestQuantBound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	gauss := func(n int, sigma float64) []float64 {
@@ -67,14 +82,7 @@ func TestQuantBound(t *testing.T) {
 			t.Run(f.String()+"/"+tt.name, func(t *testing.T) {
 				q := adapters.Quant{Format: f, Group: tt.group}
 				src := tensor(f, tt.xs(f))
-				enc := make([]byte, q.EncodedSize(len(src)))
-				if err := q.Encode(enc, src); err != nil {
-					t.Fatal(err)
-				}
-				dst := make([]byte, len(src))
-				if err := q.Decode(dst, enc); err != nil {
-					t.Fatal(err)
-				}
+				enc, dst := encodeDecode(t, q, src)
 				var se, sx float64
 				for i := range len(src) / 2 {
 					x := f.Decode16(binary.LittleEndian.Uint16(src[2*i:]))

@@ -49,15 +49,21 @@ func (m *Manager) hotWorthy(a *adapter, now int64) bool {
 
 func (m *Manager) keep(a *adapter, now int64) float64 { return m.cfg.policy.Keep(m.info(a, now)) }
 
+// topBelow returns the slot at the top of index q if it ranks below limit,
+// or -1, once the ranks that aged are refreshed.
+func (m *Manager) topBelow(q int, now int64, limit float64) int {
+	m.refresh(now)
+	if e, ok := m.itop(q); ok && e.hi < limit {
+		return int(e.idx)
+	}
+	return -1
+}
+
 // victimHot returns the lowest-ranked hot adapter that may be demoted
 // (neither held, pinned, loading nor protected) and ranks below limit, or
 // -1: the top of qHot, in O(1) once the ranks that aged are refreshed.
 func (m *Manager) victimHot(now int64, limit float64) int {
-	m.refresh(now)
-	v := -1
-	if e, ok := m.itop(qHot); ok && e.hi < limit {
-		v = int(e.idx)
-	}
+	v := m.topBelow(qHot, now, limit)
 	if invariants.Enabled {
 		m.debugVictim("hot", v, m.scanHot(now, limit))
 	}
@@ -309,11 +315,7 @@ func (m *Manager) storeWarm(idx uint32, src []byte, now int64) bool {
 // the protected adapter and copies a Prefetch reads, or -1: the top of
 // qWarm. The adapter being stored has no copy yet, so it is not there.
 func (m *Manager) victimWarm(now int64, limit float64) int {
-	m.refresh(now)
-	v := -1
-	if e, ok := m.itop(qWarm); ok && e.hi < limit {
-		v = int(e.idx)
-	}
+	v := m.topBelow(qWarm, now, limit)
 	if invariants.Enabled {
 		m.debugVictim("warm", v, m.scanWarm(now, limit))
 	}

@@ -72,19 +72,13 @@ func TestScoreSemantics(t *testing.T) {
 			map[string]float64{"b": sum(0.8, 0.8, 0.8)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x, err := fleet.NewIndex()
-			if err != nil {
-				t.Fatal(err)
-			}
+			x := newIndex(t)
 			for _, pe := range tc.events {
 				if err := x.Apply(pe.pod, &pe.ev); err != nil {
 					t.Fatal(err)
 				}
 			}
-			s, err := fleet.NewScorer(x, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newScorer(t, x)
 			if got := s.Score(req); !maps.Equal(got, tc.want) {
 				t.Fatalf("scores %v, want %v", got, tc.want)
 			}
@@ -111,10 +105,7 @@ func TestPodsPerKey(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	x, err := fleet.NewIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := newIndex(t)
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -169,14 +160,8 @@ func TestHasherMatchesManager(t *testing.T) {
 // score and pick (run with -race).
 func TestConcurrent(t *testing.T) {
 	hs := universe(t, 16)
-	x, err := fleet.NewIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := fleet.NewScorer(x, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := newIndex(t)
+	s := newScorer(t, x)
 	pods := []string{"a", "b", "c"}
 	r, err := fleet.NewRouter(s, pods, fleet.KVAware)
 	if err != nil {
@@ -230,10 +215,7 @@ func sum(ws ...float64) float64 {
 // index has seen allocates nothing.
 func TestApplyAllocs(t *testing.T) {
 	hs := universe(t, 16)
-	x, err := fleet.NewIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := newIndex(t)
 	stored := &kv.Event{Kind: kv.BlockStored, Hashes: hs, Tokens: []uint32{1}, BlockSize: 1, Medium: "CPU"}
 	if err := x.Apply("a", stored); err != nil {
 		t.Fatal(err)

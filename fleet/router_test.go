@@ -70,14 +70,8 @@ func settle(t *testing.T, m *kv.Manager) {
 // the host tier's stores (best medium), and scores at the CPU weight once
 // the hot pool evicted it, with its BlockRemoved for the hot pool only.
 func TestIndexFromManager(t *testing.T) {
-	x, err := fleet.NewIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := fleet.NewScorer(x, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := newIndex(t)
+	s := newScorer(t, x)
 	m := newManager(t, x.Subscriber("engine-0"))
 	h, err := fleet.NewHasher(kv.XXH3CBOR, "seed", 4)
 	if err != nil {
@@ -160,15 +154,9 @@ func TestRouterPick(t *testing.T) {
 		{"no score: least loaded, then first", fleet.KVAware, func(*fleet.Index) {}, nil, []string{"a", "b", "c", "a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x, err := fleet.NewIndex()
-			if err != nil {
-				t.Fatal(err)
-			}
+			x := newIndex(t)
 			tc.setup(x)
-			s, err := fleet.NewScorer(x, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newScorer(t, x)
 			r, err := fleet.NewRouter(s, []string{"a", "b", "c"}, tc.policy)
 			if err != nil {
 				t.Fatal(err)

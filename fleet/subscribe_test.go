@@ -64,6 +64,16 @@ func newIndex(t *testing.T) *fleet.Index {
 	return x
 }
 
+// newScorer returns a Scorer over x at DefaultWeights.
+func newScorer(t *testing.T, x *fleet.Index) *fleet.Scorer {
+	t.Helper()
+	s, err := fleet.NewScorer(x, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

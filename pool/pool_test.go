@@ -78,6 +78,20 @@ func newPool(t testing.TB, n int, p pool.ReusePolicy) *pool.Pool[*heap.Backing, 
 	return pl
 }
 
+// allocWithSender allocates n handles of p and makes a sender of p to free
+// them remotely.
+func allocWithSender(t testing.TB, p interface {
+	AllocChunk([]pool.Handle) error
+	NewSender() (*pool.Sender, error)
+}, n int) ([]pool.Handle, *pool.Sender) {
+	t.Helper()
+	hs := make([]pool.Handle, n)
+	require.NoError(t, p.AllocChunk(hs))
+	s, err := p.NewSender()
+	require.NoError(t, err)
+	return hs, s
+}
+
 func TestHandle(t *testing.T) {
 	p := newPool(t, 4, lifo.Policy{})
 	h, err := p.Alloc()
@@ -152,10 +166,7 @@ func TestDrainReportsRejectsFromAllocDrain(t *testing.T) {
 
 func TestSenderTryFreeChunkOnUnboundedTransport(t *testing.T) {
 	p := newPool(t, 4, lifo.Policy{})
-	hs := make([]pool.Handle, 3)
-	require.NoError(t, p.AllocChunk(hs))
-	s, err := p.NewSender()
-	require.NoError(t, err)
+	hs, s := allocWithSender(t, p, 3)
 	n, err := s.TryFreeChunk(hs)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)

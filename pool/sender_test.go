@@ -46,10 +46,7 @@ func drainAll[B pool.Backing, T pool.Transport, P pool.ReusePolicy](t *testing.T
 
 func TestSenderClose(t *testing.T) {
 	forEachTransport(t, 16, func(t *testing.T, p *pool.Pool[*heap.Backing, pool.Transport, lifo.Policy]) {
-		hs := make([]pool.Handle, 3)
-		require.NoError(t, p.AllocChunk(hs))
-		s, err := p.NewSender()
-		require.NoError(t, err)
+		hs, s := allocWithSender(t, p, 3)
 		require.Equal(t, 1, pool.LiveSenders(p))
 		n, err := s.TryFreeChunk(hs[:2])
 		require.NoError(t, err)
@@ -111,10 +108,7 @@ func TestSenderPerRequest(t *testing.T) {
 // needs, even when a bounded transport hands over a small batch per drain.
 func TestAllocDrainsUntilSatisfied(t *testing.T) {
 	forEachTransport(t, 6, func(t *testing.T, p *pool.Pool[*heap.Backing, pool.Transport, lifo.Policy]) {
-		all := make([]pool.Handle, 6)
-		require.NoError(t, p.AllocChunk(all))
-		s, err := p.NewSender()
-		require.NoError(t, err)
+		all, s := allocWithSender(t, p, 6)
 		// Send as much as the transport takes without waiting, in
 		// one-handle chunks so that chunk queues fill per chunk.
 		sent := 0
@@ -242,10 +236,7 @@ func TestAllocDrainsPastRejects(t *testing.T) {
 	p, err := pool.New(b, tr, lifo.Policy{})
 	require.NoError(t, err)
 	defer p.Close()
-	hs := make([]pool.Handle, 2)
-	require.NoError(t, p.AllocChunk(hs))
-	s, err := p.NewSender()
-	require.NoError(t, err)
+	hs, s := allocWithSender(t, p, 2)
 	stale := mkHandle(poolID(hs[0]), 0, 0) // a forged, never-live generation
 	require.NoError(t, s.FreeChunk([]pool.Handle{stale, stale, stale, stale, stale, hs[0], hs[1]}))
 	require.NoError(t, p.AllocChunk(make([]pool.Handle, 2)), "five rejects ahead of two good frees, one handle per drain")

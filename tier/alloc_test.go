@@ -4,22 +4,13 @@ import (
 	"testing"
 
 	"github.com/locus-go/locus/tier"
-	"github.com/locus-go/locus/tier/host"
 )
 
 // TestLoadAllocs: a Load of resident blocks and the Drain that reports it
 // allocate nothing once the job record has been used (its buffers, keys,
 // generations and copy-time cell are kept from one job to the next).
 func TestLoadAllocs(t *testing.T) {
-	st, err := host.New(64, 16, host.WithHeap())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := tier.New(st, tier.WithWorkers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := newManagerSized(t, 64, 16, tier.WithWorkers(1))
 	ks := []tier.Key{key(1), key(2), key(3)}
 	bufs := [][]byte{make([]byte, 64), make([]byte, 64), make([]byte, 64)}
 	done := make([]tier.Done, 0, 4)
@@ -52,15 +43,7 @@ func TestLoadAllocs(t *testing.T) {
 // Store does not change what the copy stores: the worker reads the job's
 // own copy of the keys.
 func TestStoreKeepsItsKeys(t *testing.T) {
-	st, err := host.New(64, 16, host.WithHeap())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := tier.New(st, tier.WithWorkers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := newManagerSized(t, 64, 16, tier.WithWorkers(1))
 	k := key(7)
 	src := make([]byte, 64)
 	for i := range src {

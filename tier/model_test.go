@@ -484,10 +484,7 @@ func modelSeeds() [][]byte {
 
 // TestModel runs the seeds against the model under both policies.
 func TestModel(t *testing.T) {
-	for _, ev := range []struct {
-		name string
-		f    func(int) tier.Eviction
-	}{{"lru", tier.NewLRU}, {"s3fifo", tier.NewS3FIFO}} {
+	for _, ev := range evictions {
 		var sum tier.Stats
 		for i, seed := range modelSeeds() {
 			t.Run(fmt.Sprintf("%s/%d/direct", ev.name, i), func(t *testing.T) { runModel(t, seed, ev.f, true) })

@@ -31,9 +31,22 @@ func block(k tier.Key) []byte {
 	return b
 }
 
+// evictions are the package's eviction policies, by name.
+var evictions = []struct {
+	name string
+	f    func(int) tier.Eviction
+}{{"lru", tier.NewLRU}, {"s3fifo", tier.NewS3FIFO}}
+
 func newManager(t *testing.T, slots int, opts ...tier.Option) *tier.Manager {
 	t.Helper()
-	st, err := host.New(bs, slots, host.WithHeap())
+	return newManagerSized(t, bs, slots, opts...)
+}
+
+// newManagerSized is newManager over a heap host tier of blocks of size
+// bytes.
+func newManagerSized(t *testing.T, size, slots int, opts ...tier.Option) *tier.Manager {
+	t.Helper()
+	st, err := host.New(size, slots, host.WithHeap())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,10 +315,7 @@ func drainUntil(t *testing.T, m *tier.Manager, want map[tier.Job]bool) []tier.Do
 // Drain, is a data race the detector reports; a key served before its store
 // completed fails the content check.
 func TestCopiesRacingReads(t *testing.T) {
-	for _, ev := range []struct {
-		name string
-		f    func(int) tier.Eviction
-	}{{"lru", tier.NewLRU}, {"s3fifo", tier.NewS3FIFO}} {
+	for _, ev := range evictions {
 		t.Run(ev.name, func(t *testing.T) {
 			m := newManager(t, 32, tier.WithWorkers(4), tier.WithEviction(ev.f))
 			srcs := map[tier.Key][]byte{}

@@ -143,15 +143,7 @@ func TestNilBacking(t *testing.T) {
 	if addr, n := b.Span(); addr != 0 || n != 0 {
 		t.Errorf("nil Backing Span() = %#x, %d", addr, n)
 	}
-	if err := b.Bind(0); !errors.Is(err, pool.ErrInvalidArgument) {
-		t.Errorf("nil Backing Bind = %v, want pool.ErrInvalidArgument", err)
-	}
-	if _, err := b.Placement(); !errors.Is(err, pool.ErrInvalidArgument) {
-		t.Errorf("nil Backing Placement = %v, want pool.ErrInvalidArgument", err)
-	}
-	if err := b.Close(); err != nil {
-		t.Errorf("nil Backing Close = %v", err)
-	}
+	wantInert(t, "nil", b)
 	if _, err := pool.New(b, mailbox.New(), lifo.Policy{}); !errors.Is(err, pool.ErrInvalidConfig) {
 		t.Errorf("pool.New over a nil *mmap.Backing = %v, want pool.ErrInvalidConfig", err)
 	}
@@ -183,20 +175,28 @@ func TestClose(t *testing.T) {
 	}
 }
 
+// wantInert checks that b, a nil or zero Backing (what names which),
+// refuses Bind and Placement with pool.ErrInvalidArgument and closes
+// without an error.
+func wantInert(t *testing.T, what string, b *mmap.Backing) {
+	t.Helper()
+	if err := b.Bind(0); !errors.Is(err, pool.ErrInvalidArgument) {
+		t.Errorf("%s Backing Bind = %v, want pool.ErrInvalidArgument", what, err)
+	}
+	if _, err := b.Placement(); !errors.Is(err, pool.ErrInvalidArgument) {
+		t.Errorf("%s Backing Placement = %v, want pool.ErrInvalidArgument", what, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("%s Backing Close = %v", what, err)
+	}
+}
+
 func TestZeroBacking(t *testing.T) {
 	var b mmap.Backing
 	if b.Len() != 0 || b.Node() != -1 {
 		t.Errorf("zero Backing Len() = %d, Node() = %d", b.Len(), b.Node())
 	}
-	if err := b.Bind(0); !errors.Is(err, pool.ErrInvalidArgument) {
-		t.Errorf("zero Backing Bind = %v, want pool.ErrInvalidArgument", err)
-	}
-	if _, err := b.Placement(); !errors.Is(err, pool.ErrInvalidArgument) {
-		t.Errorf("zero Backing Placement = %v, want pool.ErrInvalidArgument", err)
-	}
-	if err := b.Close(); err != nil {
-		t.Errorf("zero Backing Close = %v", err)
-	}
+	wantInert(t, "zero", &b)
 }
 
 func TestOptions(t *testing.T) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 
@@ -9,18 +8,14 @@ import (
 )
 
 func runCompare(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("locus-eval compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: locus-eval compare A.json B.json
+	fs := newFlagSet("locus-eval compare", `Usage: locus-eval compare A.json B.json
 
 Checks two scoreboard runs recorded with -json against the stability bar: for every (pass, workload,
 contender) the intervals of the ratio to locus-mailbox overlap, and every pair of contenders that both
 runs separate is ordered the same way; a cell that failed its proof gates in either run fails the bar.
 Exit status 1 when the bar fails, 2 when a file is not a valid scoreboard document or the runs are not
 comparable (another -quick, -touch, -pace or set of passes, workloads or contenders).
-`)
-	}
+`, stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

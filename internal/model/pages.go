@@ -1,6 +1,10 @@
 package model
 
-import "math"
+import (
+	"cmp"
+	"math"
+	"slices"
+)
 
 // Type is what the region model needs of a content type.
 type Type struct {
@@ -18,6 +22,7 @@ type Run[K comparable] struct {
 	Tag      byte
 	Since    uint64 // when its last pin went: its place in the eviction order
 	at       int    // its index in Live
+	seq      uint64 // when it was added: its place in InOrder
 }
 
 // Region is the model of an allocator of contiguous page runs (package
@@ -39,6 +44,7 @@ type Region[K comparable] struct {
 	// Dropped holds the runs evicted for the call in progress (see
 	// Evicting, Reclaim and Evict).
 	Dropped map[K]*Run[K]
+	added   uint64 // runs added so far: the next run's seq
 
 	Allocs, Frees, Evictions, EvictedPages, Failed, Rejected uint64
 	ContentEvictions                                         []uint64
@@ -185,7 +191,8 @@ func (m *Region[K]) Evicting(n, c int) (room []*Run[K], placed bool) {
 
 // Add adds the run the allocator placed at first, with one pin.
 func (m *Region[K]) Add(key K, first, n, c int, tag byte) *Run[K] {
-	x := &Run[K]{Key: key, First: first, N: n, Pins: 1, C: c, Tag: tag, at: len(m.Live)}
+	x := &Run[K]{Key: key, First: first, N: n, Pins: 1, C: c, Tag: tag, at: len(m.Live), seq: m.added}
+	m.added++
 	for p := first; p < first+n; p++ {
 		m.Owner[p] = x
 	}
@@ -194,6 +201,16 @@ func (m *Region[K]) Add(key K, first, n, c int, tag byte) *Run[K] {
 	m.Used += n
 	m.Allocs++
 	return x
+}
+
+// InOrder returns the live runs in the order they were added, the oldest
+// first. Unlike Live's order, which a Drop shuffles, it is the order of a
+// list that only appends and removes: for a decoder that picks a run by
+// its index in allocation order (pages' FuzzEdges).
+func (m *Region[K]) InOrder() []*Run[K] {
+	out := slices.Clone(m.Live)
+	slices.SortFunc(out, func(a, b *Run[K]) int { return cmp.Compare(a.seq, b.seq) })
+	return out
 }
 
 // Reclaim drops, in order, the runs the watermarks evict after an

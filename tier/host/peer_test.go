@@ -295,13 +295,7 @@ func TestPeerConcurrentChild(t *testing.T) {
 
 func TestPeerConcurrent(t *testing.T) {
 	skipNoPeer(t)
-	if testing.Short() {
-		t.Skip("re-executes the test binary")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skip(err)
-	}
+	exe := testBinary(t)
 	path := shmPath(t)
 	cmd := exec.Command(exe, "-test.run=^TestPeerConcurrentChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "LOCUS_HOST_PEER_FILE="+path)

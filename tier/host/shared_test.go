@@ -44,6 +44,21 @@ func skipOffLinux(t testing.TB) {
 	}
 }
 
+// testBinary returns the path of the test binary, for a test that
+// re-executes it; it skips the test in -short mode or where the path is
+// unknown.
+func testBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	return exe
+}
+
 func key(i int) tier.Key { return tier.KeyOf([]byte("host-block-"+strconv.Itoa(i)), 0) }
 
 func block(k tier.Key, bs int) []byte {
@@ -256,13 +271,7 @@ func (l logged) WriteSlot(slot int, k tier.Key, gen uint64, src []byte) error {
 
 func TestSharedCrash(t *testing.T) {
 	skipOffLinux(t)
-	if testing.Short() {
-		t.Skip("re-executes the test binary")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skip(err)
-	}
+	exe := testBinary(t)
 	caught := 0
 	for run := range 6 {
 		path := shmPath(t)

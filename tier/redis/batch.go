@@ -75,16 +75,12 @@ func (t *Tier) WriteSlots(slots []int, keys []tier.Key, gen uint64, srcs [][]byt
 	cmds := make([]*goredis.StatusCmd, step)
 	for lo := 0; lo < n; lo += step {
 		hi := min(lo+step, n)
-		ctx, cancel := context.WithTimeout(context.Background(), t.cfg.timeout)
-		_, _ = t.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		t.pipeline(func(ctx context.Context, p goredis.Pipeliner) {
 			for i := lo; i < hi; i++ {
 				v := t.value(*bufs[i-lo], keys[i], gen, srcs[i])
 				cmds[i-lo] = p.Set(ctx, t.Key(keys[i]), v, t.cfg.ttl)
 			}
-			return nil
 		})
-		cancel()
-		t.pipes.Add(1)
 		failed, ferr := -1, error(nil)
 		for i := lo; i < hi; i++ {
 			if err := cmds[i-lo].Err(); err != nil {
@@ -135,15 +131,11 @@ func (t *Tier) ReadSlots(slots []int, keys []tier.Key, gens []uint64, dsts [][]b
 	cmds := make([]*goredis.StringCmd, step)
 	for lo := 0; lo < n; lo += step {
 		hi := min(lo+step, n)
-		ctx, cancel := context.WithTimeout(context.Background(), t.cfg.timeout)
-		_, _ = t.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		t.pipeline(func(ctx context.Context, p goredis.Pipeliner) {
 			for i := lo; i < hi; i++ {
 				cmds[i-lo] = p.Get(ctx, t.Key(keys[i]))
 			}
-			return nil
 		})
-		cancel()
-		t.pipes.Add(1)
 		failed, ferr := -1, error(nil)
 		for i := lo; i < hi; i++ {
 			v, err := cmds[i-lo].Bytes()
@@ -156,6 +148,19 @@ func (t *Tier) ReadSlots(slots []int, keys []tier.Key, gens []uint64, dsts [][]b
 		}
 	}
 	return -1, nil
+}
+
+// pipeline sends the commands queue adds as one pipeline, one round trip
+// bounded by WithTimeout, and counts it. The commands carry their results
+// and errors.
+func (t *Tier) pipeline(queue func(ctx context.Context, p goredis.Pipeliner)) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.timeout)
+	_, _ = t.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		queue(ctx, p)
+		return nil
+	})
+	cancel()
+	t.pipes.Add(1)
 }
 
 // redirectHook counts, on a cluster's node clients, the commands answered

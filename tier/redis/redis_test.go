@@ -95,33 +95,32 @@ func load(t *testing.T, m *tier.Manager, i int) tier.Done {
 	return d
 }
 
+// testConformance runs the tier suite over tiers of 32 blocks (two
+// workers) on the Redis at addrs.
+func testConformance(t *testing.T, addrs []string, opts ...redis.Option) {
+	t.Helper()
+	conformance.TestTier(t, func(t *testing.T) *tier.Manager {
+		m, err := tier.New(dial(t, addrs, 32, opts...), tier.WithWorkers(2))
+		require.NoError(t, err)
+		return m
+	})
+}
+
 // The tier suite, on miniredis (always), a real redis-server, and a
 // three-master Redis Cluster.
 func TestConformanceMiniredis(t *testing.T) {
 	mr := miniredis.RunT(t)
-	conformance.TestTier(t, func(t *testing.T) *tier.Manager {
-		m, err := tier.New(dial(t, []string{mr.Addr()}, 32), tier.WithWorkers(2))
-		require.NoError(t, err)
-		return m
-	})
+	testConformance(t, []string{mr.Addr()})
 }
 
 func TestConformanceServer(t *testing.T) {
 	s := startServer(t)
-	conformance.TestTier(t, func(t *testing.T) *tier.Manager {
-		m, err := tier.New(dial(t, []string{s.addr()}, 32), tier.WithWorkers(2))
-		require.NoError(t, err)
-		return m
-	})
+	testConformance(t, []string{s.addr()})
 }
 
 func TestConformanceCluster(t *testing.T) {
 	addrs := startCluster(t)
-	conformance.TestTier(t, func(t *testing.T) *tier.Manager {
-		m, err := tier.New(dial(t, addrs, 32, redis.WithCluster()), tier.WithWorkers(2))
-		require.NoError(t, err)
-		return m
-	})
+	testConformance(t, addrs, redis.WithCluster())
 	// The blocks are spread over the three masters.
 	st := dial(t, addrs, 64, redis.WithCluster())
 	defer st.Close()

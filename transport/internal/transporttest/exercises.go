@@ -16,73 +16,70 @@ import (
 // per-handle items, all or nothing with chunk items), that TrySend(nil) is
 // (0, nil), that drains make room again, and the counters.
 func TrySendFull(s Subject) error {
-	tr, err := s.make()
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	prod, err := tryProducer(tr)
-	if err != nil {
-		return err
-	}
-	b := bounds(tr)
-	c := b.Capacity
-	var want []pool.Handle // everything accepted, in order
-	if b.Chunked {
-		for i := range c {
-			chunk := Seq(0, len(want), len(want)+1+i%3)
-			if n, err := prod.TrySend(chunk); n != len(chunk) || err != nil {
-				return fmt.Errorf("TrySend of chunk %d into a queue of %d chunks = (%d, %v), want (%d, nil)", i, c, n, err, len(chunk))
+	return s.with(func(tr pool.Transport) error {
+		prod, err := tryProducer(tr)
+		if err != nil {
+			return err
+		}
+		b := bounds(tr)
+		c := b.Capacity
+		var want []pool.Handle // everything accepted, in order
+		if b.Chunked {
+			for i := range c {
+				chunk := Seq(0, len(want), len(want)+1+i%3)
+				if n, err := prod.TrySend(chunk); n != len(chunk) || err != nil {
+					return fmt.Errorf("TrySend of chunk %d into a queue of %d chunks = (%d, %v), want (%d, nil)", i, c, n, err, len(chunk))
+				}
+				want = append(want, chunk...)
 			}
-			want = append(want, chunk...)
+			if n, err := prod.TrySend(Seq(0, len(want), len(want)+2)); n != 0 || !errors.Is(err, pool.ErrFull) {
+				return fmt.Errorf("TrySend into a full chunk queue = (%d, %v), want (0, pool.ErrFull)", n, err)
+			}
+		} else {
+			hs := Seq(0, 0, c+2)
+			if n, err := prod.TrySend(hs); n != c || !errors.Is(err, pool.ErrFull) {
+				return fmt.Errorf("TrySend of %d into %d = (%d, %v), want (%d, pool.ErrFull)", c+2, c, n, err, c)
+			}
+			want = hs[:c]
+			if n, err := prod.TrySend(hs[c:]); n != 0 || !errors.Is(err, pool.ErrFull) {
+				return fmt.Errorf("TrySend into a full queue = (%d, %v), want (0, pool.ErrFull)", n, err)
+			}
 		}
-		if n, err := prod.TrySend(Seq(0, len(want), len(want)+2)); n != 0 || !errors.Is(err, pool.ErrFull) {
-			return fmt.Errorf("TrySend into a full chunk queue = (%d, %v), want (0, pool.ErrFull)", n, err)
+		if n, err := prod.TrySend(nil); n != 0 || err != nil {
+			return fmt.Errorf("TrySend(nil) = (%d, %v), want (0, nil)", n, err)
 		}
-	} else {
-		hs := Seq(0, 0, c+2)
-		if n, err := prod.TrySend(hs); n != c || !errors.Is(err, pool.ErrFull) {
-			return fmt.Errorf("TrySend of %d into %d = (%d, %v), want (%d, pool.ErrFull)", c+2, c, n, err, c)
+		full := uint64(1)
+		if !b.Chunked {
+			full = 2
 		}
-		want = hs[:c]
-		if n, err := prod.TrySend(hs[c:]); n != 0 || !errors.Is(err, pool.ErrFull) {
-			return fmt.Errorf("TrySend into a full queue = (%d, %v), want (0, pool.ErrFull)", n, err)
+		if err := s.wantCounts(tr, Counts{Producers: 1, Submitted: uint64(c), Pending: uint64(c), Full: full}); err != nil {
+			return fmt.Errorf("full queue: %w", err)
 		}
-	}
-	if n, err := prod.TrySend(nil); n != 0 || err != nil {
-		return fmt.Errorf("TrySend(nil) = (%d, %v), want (0, nil)", n, err)
-	}
-	full := uint64(1)
-	if !b.Chunked {
-		full = 2
-	}
-	if err := s.wantCounts(tr, Counts{Producers: 1, Submitted: uint64(c), Pending: uint64(c), Full: full}); err != nil {
-		return fmt.Errorf("full queue: %w", err)
-	}
-	r := NewRecorder()
-	for range (c + b.Batch - 1) / b.Batch {
+		r := NewRecorder()
+		for range (c + b.Batch - 1) / b.Batch {
+			r.Drain(tr)
+		}
+		if err := r.Want(want); err != nil {
+			return fmt.Errorf("drains of a full queue: %w", err)
+		}
+		more := Seq(0, len(want), len(want)+2)
+		if n, err := prod.TrySend(more); n != 2 || err != nil {
+			return fmt.Errorf("TrySend after the drains = (%d, %v), want (2, nil)", n, err)
+		}
+		want = append(want, more...)
 		r.Drain(tr)
-	}
-	if err := r.Want(want); err != nil {
-		return fmt.Errorf("drains of a full queue: %w", err)
-	}
-	more := Seq(0, len(want), len(want)+2)
-	if n, err := prod.TrySend(more); n != 2 || err != nil {
-		return fmt.Errorf("TrySend after the drains = (%d, %v), want (2, nil)", n, err)
-	}
-	want = append(want, more...)
-	r.Drain(tr)
-	if err := r.Want(want); err != nil {
-		return fmt.Errorf("last drain: %w", err)
-	}
-	items := uint64(c + 2)
-	if b.Chunked {
-		items = uint64(c + 1)
-	}
-	if err := s.wantCounts(tr, Counts{Producers: 1, Submitted: items, Drained: items, Full: full}); err != nil {
-		return fmt.Errorf("after the drains: %w", err)
-	}
-	return nil
+		if err := r.Want(want); err != nil {
+			return fmt.Errorf("last drain: %w", err)
+		}
+		items := uint64(c + 2)
+		if b.Chunked {
+			items = uint64(c + 1)
+		}
+		if err := s.wantCounts(tr, Counts{Producers: 1, Submitted: items, Drained: items, Full: full}); err != nil {
+			return fmt.Errorf("after the drains: %w", err)
+		}
+		return nil
+	})
 }
 
 // SendWaits sends chunks chunks of 25 handles with a blocking Send into a
@@ -91,52 +88,45 @@ func TrySendFull(s Subject) error {
 // arrives once, in order. With per-handle items a chunk longer than the
 // capacity goes through piecewise.
 func SendWaits(s Subject, chunks int) error {
-	tr, err := s.make()
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	prod, err := tr.NewProducer()
-	if err != nil {
-		return err
-	}
-	hs := Seq(0, 0, 25*chunks)
-	done := make(chan error, 1)
-	go func() {
-		for k := range chunks {
-			if err := prod.Send(hs[25*k : 25*(k+1)]); err != nil {
-				done <- err
-				return
+	return s.withProducer(func(tr pool.Transport, prod pool.Producer) error {
+		hs := Seq(0, 0, 25*chunks)
+		done := make(chan error, 1)
+		go func() {
+			for k := range chunks {
+				if err := prod.Send(hs[25*k : 25*(k+1)]); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		if s.Counts != nil {
+			if err := WaitUntil(func() bool { return s.Counts(tr).Blocked > 0 }); err != nil {
+				return fmt.Errorf("the producer never waited on its full queue: %w", err)
 			}
 		}
-		done <- nil
-	}()
-	if s.Counts != nil {
-		if err := WaitUntil(func() bool { return s.Counts(tr).Blocked > 0 }); err != nil {
-			return fmt.Errorf("the producer never waited on its full queue: %w", err)
+		r := NewRecorder()
+		deadline := time.Now().Add(Timeout)
+		for len(r.Got) < len(hs) && time.Now().Before(deadline) {
+			if r.Drain(tr) == 0 {
+				runtime.Gosched()
+			}
 		}
-	}
-	r := NewRecorder()
-	deadline := time.Now().Add(Timeout)
-	for len(r.Got) < len(hs) && time.Now().Before(deadline) {
-		if r.Drain(tr) == 0 {
-			runtime.Gosched()
+		if len(r.Got) < len(hs) {
+			_ = tr.Close()
+			return fmt.Errorf("after %v, %d of %d handles delivered: a parked Send was not woken", Timeout, len(r.Got), len(hs))
 		}
-	}
-	if len(r.Got) < len(hs) {
-		_ = tr.Close()
-		return fmt.Errorf("after %v, %d of %d handles delivered: a parked Send was not woken", Timeout, len(r.Got), len(hs))
-	}
-	if err := <-done; err != nil {
-		return fmt.Errorf("the blocking sends: %w", err)
-	}
-	if err := r.Want(hs); err != nil {
-		return err
-	}
-	if c, ok := s.counts(tr); ok && (c.Blocked == 0 || c.Pending != 0 || c.Submitted != c.Drained || c.Full != 0) {
-		return fmt.Errorf("counters %+v, want Blocked > 0, nothing pending, submitted = drained, none full", c)
-	}
-	return nil
+		if err := <-done; err != nil {
+			return fmt.Errorf("the blocking sends: %w", err)
+		}
+		if err := r.Want(hs); err != nil {
+			return err
+		}
+		if c, ok := s.counts(tr); ok && (c.Blocked == 0 || c.Pending != 0 || c.Submitted != c.Drained || c.Full != 0) {
+			return fmt.Errorf("counters %+v, want Blocked > 0, nothing pending, submitted = drained, none full", c)
+		}
+		return nil
+	})
 }
 
 // CloseReleasesParked parks producers senders on full queues, closes the
@@ -145,43 +135,41 @@ func SendWaits(s Subject, chunks int) error {
 // that Drain delivers nothing after Close, and that Close and Producer.Close
 // may be called again.
 func CloseReleasesParked(s Subject, senders int) error {
-	tr, err := s.make()
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	prods := make([]pool.TryProducer, senders)
-	for i := range prods {
-		if prods[i], err = tryProducer(tr); err != nil {
-			return err
-		}
-		if _, err := fill(prods[i], i); err != nil {
-			return err
-		}
-	}
-	done := make(chan error, senders)
-	for i, p := range prods {
-		go func() { done <- p.Send(Seq(i, 1<<20, 1<<20+3)) }()
-	}
-	if s.Counts != nil {
-		if err := WaitUntil(func() bool { return s.Counts(tr).Blocked == uint64(senders) }); err != nil {
-			return fmt.Errorf("%d senders never all waited: %w", senders, err)
-		}
-	}
-	if err := tr.Close(); err != nil {
-		return fmt.Errorf("closing: %w", err)
-	}
-	for range senders {
-		select {
-		case err := <-done:
-			if !errors.Is(err, pool.ErrClosed) {
-				return fmt.Errorf("a parked Send returned %v, want pool.ErrClosed", err)
+	return s.with(func(tr pool.Transport) error {
+		prods := make([]pool.TryProducer, senders)
+		for i := range prods {
+			var err error
+			if prods[i], err = tryProducer(tr); err != nil {
+				return err
 			}
-		case <-time.After(Timeout):
-			return errors.New("closing did not release a parked Send")
+			if _, err := fill(prods[i], i); err != nil {
+				return err
+			}
 		}
-	}
-	return afterClose(tr, prods[0])
+		done := make(chan error, senders)
+		for i, p := range prods {
+			go func() { done <- p.Send(Seq(i, 1<<20, 1<<20+3)) }()
+		}
+		if s.Counts != nil {
+			if err := WaitUntil(func() bool { return s.Counts(tr).Blocked == uint64(senders) }); err != nil {
+				return fmt.Errorf("%d senders never all waited: %w", senders, err)
+			}
+		}
+		if err := tr.Close(); err != nil {
+			return fmt.Errorf("closing: %w", err)
+		}
+		for range senders {
+			select {
+			case err := <-done:
+				if !errors.Is(err, pool.ErrClosed) {
+					return fmt.Errorf("a parked Send returned %v, want pool.ErrClosed", err)
+				}
+			case <-time.After(Timeout):
+				return errors.New("closing did not release a parked Send")
+			}
+		}
+		return afterClose(tr, prods[0])
+	})
 }
 
 // afterClose checks the calls on a closed transport and one of its producers.
@@ -217,29 +205,43 @@ func afterClose(tr pool.Transport, p pool.TryProducer) error {
 // try-sends chunks chunks of every size, racing the owner. Every handle
 // arrives exactly once, each producer's in order, and the counters balance.
 func ManyProducers(s Subject, producers, chunks int) error {
-	tr, err := s.make()
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	chunked := bounds(tr).Chunked
-	sent := make([]int, producers)
-	items := make([]int, producers)
-	errc := make(chan error, producers)
-	var wg sync.WaitGroup
-	for p := range producers {
-		wg.Go(func() {
-			prod, err := tr.NewProducer()
-			if err != nil {
+	return s.with(func(tr pool.Transport) error {
+		chunked := bounds(tr).Chunked
+		sent := make([]int, producers)
+		items := make([]int, producers)
+		errc := make(chan error, producers)
+		var wg sync.WaitGroup
+		for p := range producers {
+			wg.Go(func() {
+				prod, err := tr.NewProducer()
+				if err != nil {
+					errc <- err
+					return
+				}
+				sent[p], items[p], err = produce(prod, p, chunks, chunked)
 				errc <- err
-				return
-			}
-			sent[p], items[p], err = produce(prod, p, chunks, chunked)
-			errc <- err
-		})
-	}
+			})
+		}
+		if err := collect(tr, &wg, errc, sent); err != nil {
+			return err
+		}
+		total := uint64(0)
+		for _, n := range items {
+			total += uint64(n)
+		}
+		if c, ok := s.counts(tr); ok && (c.Submitted != total || c.Drained != total || c.Pending != 0 || c.Producers != producers) {
+			return fmt.Errorf("counters %+v, want %d items submitted and drained, none pending, %d producers", c, total, producers)
+		}
+		return nil
+	})
+}
+
+// collect drains tr into a new Recorder while the goroutines of wg run
+// (drainWhile), then returns the first error they sent on errc, if any, and
+// checks the delivery of every producer's sent[p] handles (CheckDelivery).
+func collect(tr pool.Transport, wg *sync.WaitGroup, errc chan error, sent []int) error {
 	r := NewRecorder()
-	if err := drainWhile(tr, r, &wg); err != nil {
+	if err := drainWhile(tr, r, wg); err != nil {
 		return err
 	}
 	close(errc)
@@ -248,17 +250,7 @@ func ManyProducers(s Subject, producers, chunks int) error {
 			return err
 		}
 	}
-	if err := CheckDelivery(r.Got, sent); err != nil {
-		return err
-	}
-	total := uint64(0)
-	for _, n := range items {
-		total += uint64(n)
-	}
-	if c, ok := s.counts(tr); ok && (c.Submitted != total || c.Drained != total || c.Pending != 0 || c.Producers != producers) {
-		return fmt.Errorf("counters %+v, want %d items submitted and drained, none pending, %d producers", c, total, producers)
-	}
-	return nil
+	return CheckDelivery(r.Got, sent)
 }
 
 // drainWhile drains tr into r until the goroutines of wg are done, then
@@ -341,79 +333,71 @@ func produce(prod pool.Producer, p, chunks int, chunked bool) (handles, items in
 // down and end balanced with no producers; the transport keeps no queue of
 // a closed producer once it is drained.
 func Retire(s Subject, producers int) error {
-	tr, err := s.make()
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	r := NewRecorder()
-	sent := make([]int, producers)
-	var last Counts
-	monotonic := func() error {
-		c, ok := s.counts(tr)
-		if !ok {
+	return s.with(func(tr pool.Transport) error {
+		r := NewRecorder()
+		sent := make([]int, producers)
+		var last Counts
+		monotonic := func() error {
+			c, ok := s.counts(tr)
+			if !ok {
+				return nil
+			}
+			if c.Submitted < last.Submitted || c.Drained < last.Drained || c.Full < last.Full ||
+				c.Blocked < last.Blocked || c.Submitted < c.Drained || c.Pending != c.Submitted-c.Drained {
+				return fmt.Errorf("counters went from %+v to %+v", last, c)
+			}
+			last = c
 			return nil
 		}
-		if c.Submitted < last.Submitted || c.Drained < last.Drained || c.Full < last.Full ||
-			c.Blocked < last.Blocked || c.Submitted < c.Drained || c.Pending != c.Submitted-c.Drained {
-			return fmt.Errorf("counters went from %+v to %+v", last, c)
-		}
-		last = c
-		return nil
-	}
-	for p := range producers {
-		prod, err := tr.NewProducer()
-		if err != nil {
-			return err
-		}
-		for k := range 1 + p%4 {
-			chunk := Seq(p, sent[p], sent[p]+1+(p+k)%5)
-			for rest := chunk; len(rest) > 0; {
-				n, err := trySend(prod, rest)
-				if err != nil && !errors.Is(err, pool.ErrFull) {
-					return fmt.Errorf("producer %d: TrySend: %w", p, err)
-				}
-				rest = rest[n:]
-				if len(rest) > 0 {
-					r.Drain(tr)
-				}
+		for p := range producers {
+			prod, err := tr.NewProducer()
+			if err != nil {
+				return err
 			}
-			sent[p] += len(chunk)
+			for k := range 1 + p%4 {
+				chunk := Seq(p, sent[p], sent[p]+1+(p+k)%5)
+				for rest := chunk; len(rest) > 0; {
+					n, err := trySend(prod, rest)
+					if err != nil && !errors.Is(err, pool.ErrFull) {
+						return fmt.Errorf("producer %d: TrySend: %w", p, err)
+					}
+					rest = rest[n:]
+					if len(rest) > 0 {
+						r.Drain(tr)
+					}
+				}
+				sent[p] += len(chunk)
+			}
+			if err := prod.Close(); err != nil {
+				return fmt.Errorf("producer %d: Close: %w", p, err)
+			}
+			if err := retired(prod); err != nil {
+				return fmt.Errorf("producer %d: %w", p, err)
+			}
+			if p%3 == 0 {
+				r.Drain(tr)
+			}
+			if err := monotonic(); err != nil {
+				return err
+			}
 		}
-		if err := prod.Close(); err != nil {
-			return fmt.Errorf("producer %d: Close: %w", p, err)
+		for r.Drain(tr) > 0 {
 		}
-		if err := retired(prod); err != nil {
-			return fmt.Errorf("producer %d: %w", p, err)
-		}
-		if p%3 == 0 {
-			r.Drain(tr)
+		if err := CheckDelivery(r.Got, sent); err != nil {
+			return err
 		}
 		if err := monotonic(); err != nil {
 			return err
 		}
-	}
-	for r.Drain(tr) > 0 {
-	}
-	if err := CheckDelivery(r.Got, sent); err != nil {
-		return err
-	}
-	if err := monotonic(); err != nil {
-		return err
-	}
-	total := uint64(0)
-	for _, n := range sent {
-		total += uint64(n)
-	}
-	if c, ok := s.counts(tr); ok && (c.Producers != 0 || c.Pending != 0 || c.Drained != c.Submitted) {
-		return fmt.Errorf("counters %+v after every producer closed and drained: want 0 producers, nothing pending", c)
-	}
-	if s.Queues != nil {
-		if n := s.Queues(tr); n != 0 {
-			return fmt.Errorf("%d queues kept after every producer closed and was drained, want 0", n)
+		total := uint64(0)
+		for _, n := range sent {
+			total += uint64(n)
 		}
-	}
-	return nil
+		if c, ok := s.counts(tr); ok && (c.Producers != 0 || c.Pending != 0 || c.Drained != c.Submitted) {
+			return fmt.Errorf("counters %+v after every producer closed and drained: want 0 producers, nothing pending", c)
+		}
+		return s.wantNoQueues(tr)
+	})
 }
 
 // retired checks the calls of a closed producer.
@@ -438,64 +422,46 @@ func retired(p pool.Producer) error {
 // owner drains. Every handle is delivered exactly once, each producer's in
 // order; at the end no producer is counted and no queue is kept.
 func RetireRacing(s Subject, workers, rounds int) error {
-	tr, err := s.make()
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	sent := make([]int, workers*rounds) // producer w*rounds+i
-	errc := make(chan error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := range rounds {
-				id := w*rounds + i
-				prod, err := tr.NewProducer()
-				if err != nil {
-					errc <- err
-					return
-				}
-				for k := range 1 + id%3 {
-					chunk := Seq(id, sent[id], sent[id]+1+(id+k)%7)
-					if err := prod.Send(chunk); err != nil {
-						errc <- fmt.Errorf("producer %d: Send: %w", id, err)
+	return s.with(func(tr pool.Transport) error {
+		sent := make([]int, workers*rounds) // producer w*rounds+i
+		errc := make(chan error, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := range rounds {
+					id := w*rounds + i
+					prod, err := tr.NewProducer()
+					if err != nil {
+						errc <- err
 						return
 					}
-					sent[id] += len(chunk)
+					for k := range 1 + id%3 {
+						chunk := Seq(id, sent[id], sent[id]+1+(id+k)%7)
+						if err := prod.Send(chunk); err != nil {
+							errc <- fmt.Errorf("producer %d: Send: %w", id, err)
+							return
+						}
+						sent[id] += len(chunk)
+					}
+					if err := prod.Close(); err != nil {
+						errc <- fmt.Errorf("producer %d: Close: %w", id, err)
+						return
+					}
+					if err := prod.Send(Seq(id, 0, 1)); !errors.Is(err, pool.ErrClosed) {
+						errc <- fmt.Errorf("producer %d: Send after Close = %v, want pool.ErrClosed", id, err)
+						return
+					}
 				}
-				if err := prod.Close(); err != nil {
-					errc <- fmt.Errorf("producer %d: Close: %w", id, err)
-					return
-				}
-				if err := prod.Send(Seq(id, 0, 1)); !errors.Is(err, pool.ErrClosed) {
-					errc <- fmt.Errorf("producer %d: Send after Close = %v, want pool.ErrClosed", id, err)
-					return
-				}
-			}
-		})
-	}
-	r := NewRecorder()
-	if err := drainWhile(tr, r, &wg); err != nil {
-		return err
-	}
-	close(errc)
-	for err := range errc {
-		if err != nil {
+			})
+		}
+		if err := collect(tr, &wg, errc, sent); err != nil {
 			return err
 		}
-	}
-	if err := CheckDelivery(r.Got, sent); err != nil {
-		return err
-	}
-	if c, ok := s.counts(tr); ok && (c.Producers != 0 || c.Pending != 0 || c.Submitted != c.Drained) {
-		return fmt.Errorf("counters %+v, want no producers, nothing pending", c)
-	}
-	if s.Queues != nil {
-		if n := s.Queues(tr); n != 0 {
-			return fmt.Errorf("%d queues kept after every producer closed and was drained, want 0", n)
+		if c, ok := s.counts(tr); ok && (c.Producers != 0 || c.Pending != 0 || c.Submitted != c.Drained) {
+			return fmt.Errorf("counters %+v, want no producers, nothing pending", c)
 		}
-	}
-	return nil
+		return s.wantNoQueues(tr)
+	})
 }
 
 // CloseRace closes the transport while producers send, try-send, register

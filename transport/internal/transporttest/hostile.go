@@ -95,26 +95,19 @@ func UnusableProducer(p pool.Producer) error {
 // NilSink checks that Drain(nil) takes nothing: what was sent is delivered
 // by the next Drain with a sink, exactly once.
 func NilSink(s Subject) error {
-	tr, err := s.make()
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	prod, err := tr.NewProducer()
-	if err != nil {
-		return err
-	}
-	hs := Seq(0, 0, min(3, bounds(tr).Capacity))
-	if err := prod.Send(hs); err != nil {
-		return err
-	}
-	if err := call("Drain(nil)", func() error { tr.Drain(nil); return nil }); err != nil {
-		return err
-	}
-	r := NewRecorder()
-	for r.Drain(tr) > 0 {
-	}
-	return r.Want(hs)
+	return s.withProducer(func(tr pool.Transport, prod pool.Producer) error {
+		hs := Seq(0, 0, min(3, bounds(tr).Capacity))
+		if err := prod.Send(hs); err != nil {
+			return err
+		}
+		if err := call("Drain(nil)", func() error { tr.Drain(nil); return nil }); err != nil {
+			return err
+		}
+		r := NewRecorder()
+		for r.Drain(tr) > 0 {
+		}
+		return r.Want(hs)
+	})
 }
 
 // Allocs returns how many heap allocations one call of f makes, measured

@@ -67,6 +67,28 @@ func (s Subject) make() (pool.Transport, error) {
 	return tr, nil
 }
 
+// with runs check on a fresh transport of s and closes the transport after.
+func (s Subject) with(check func(tr pool.Transport) error) error {
+	tr, err := s.make()
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	return check(tr)
+}
+
+// withProducer is with for a check that sends through one producer of the
+// fresh transport.
+func (s Subject) withProducer(check func(tr pool.Transport, prod pool.Producer) error) error {
+	return s.with(func(tr pool.Transport) error {
+		prod, err := tr.NewProducer()
+		if err != nil {
+			return err
+		}
+		return check(tr, prod)
+	})
+}
+
 func (s Subject) counts(tr pool.Transport) (Counts, bool) {
 	if s.Counts == nil {
 		return Counts{}, false
@@ -78,6 +100,17 @@ func (s Subject) counts(tr pool.Transport) (Counts, bool) {
 func (s Subject) wantCounts(tr pool.Transport, want Counts) error {
 	if got, ok := s.counts(tr); ok && got != want {
 		return fmt.Errorf("counters %+v, want %+v", got, want)
+	}
+	return nil
+}
+
+// wantNoQueues checks that tr keeps no producer queue, if the subject can
+// see its queues: once every producer closed and was drained.
+func (s Subject) wantNoQueues(tr pool.Transport) error {
+	if s.Queues != nil {
+		if n := s.Queues(tr); n != 0 {
+			return fmt.Errorf("%d queues kept after every producer closed and was drained, want 0", n)
+		}
 	}
 	return nil
 }

@@ -98,8 +98,7 @@ type Spread struct {
 
 // NewSpread summarizes xs (which it does not change).
 func NewSpread(xs []float64) Spread {
-	s := slices.Clone(xs)
-	slices.Sort(s)
+	s := sorted(xs)
 	n := len(s)
 	if n == 0 {
 		return Spread{}
@@ -113,8 +112,7 @@ func NewSpread(xs []float64) Spread {
 // approximation of the binomial), clamped to the sample. The zero
 // Interval for none.
 func MedianInterval(xs []float64) Interval {
-	s := slices.Clone(xs)
-	slices.Sort(s)
+	s := sorted(xs)
 	n := len(s)
 	if n == 0 {
 		return Interval{}

@@ -2,7 +2,6 @@ package eval
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -76,18 +75,7 @@ func TestAdaptersMarkdown(t *testing.T) {
 // Documents a run cannot have written are refused with ErrDocument.
 func TestAdaptersBadDocuments(t *testing.T) {
 	_, good := readAdaptersFixture(t)
-	edit := func(f func(m map[string]any)) []byte {
-		var m map[string]any
-		if err := json.Unmarshal(good, &m); err != nil {
-			t.Fatal(err)
-		}
-		f(m)
-		b, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	edit := func(f func(m map[string]any)) []byte { return editJSON(t, good, f) }
 	rows := func(m map[string]any) []any { return m["loads"].(map[string]any)["rows"].([]any) }
 	for name, b := range map[string][]byte{
 		"not JSON":      []byte("{"),

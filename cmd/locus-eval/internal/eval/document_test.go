@@ -41,6 +41,22 @@ func TestRealDocuments(t *testing.T) {
 	}
 }
 
+// editJSON decodes the JSON object b, lets f change it and encodes it
+// again.
+func editJSON(t *testing.T, b []byte, f func(doc map[string]any)) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	f(doc)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // Every way a document can be wrong gives an error matching ErrDocument,
 // never a panic later, in the report, the figures or compare.
 func TestBadDocuments(t *testing.T) {
@@ -48,18 +64,7 @@ func TestBadDocuments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edit := func(f func(doc map[string]any)) string {
-		var doc map[string]any
-		if err := json.Unmarshal(b, &doc); err != nil {
-			t.Fatal(err)
-		}
-		f(doc)
-		out, err := json.Marshal(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
+	edit := func(f func(doc map[string]any)) string { return string(editJSON(t, b, f)) }
 	workload := func(doc map[string]any) map[string]any {
 		return doc["passes"].([]any)[0].(map[string]any)["workloads"].([]any)[0].(map[string]any)
 	}

@@ -77,15 +77,7 @@ func TestFleetBadDocuments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edit := func(f func(m map[string]any)) []byte {
-		var m map[string]any
-		if err := json.Unmarshal(good, &m); err != nil {
-			t.Fatal(err)
-		}
-		f(m)
-		b, _ := json.Marshal(m)
-		return b
-	}
+	edit := func(f func(m map[string]any)) []byte { return editJSON(t, good, f) }
 	run := func(m map[string]any) map[string]any { return m["runs"].([]any)[0].(map[string]any) }
 	for name, b := range map[string][]byte{
 		"unknown field": edit(func(m map[string]any) { m["extra"] = 1 }),

@@ -34,12 +34,18 @@ func Median(xs []float64) float64 {
 	if n == 0 {
 		return math.NaN()
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
+	s := sorted(xs)
 	if n%2 == 1 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// sorted returns a sorted copy of xs.
+func sorted(xs []float64) []float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s
 }
 
 // t995 are the 0.995 quantiles of Student's t distribution with 1 to 30
