@@ -10,19 +10,27 @@ import (
 	"testing"
 )
 
-// TestNoBoundsCheckInValid pins that the run check indexes the page
-// metadata without a bounds check, on 64- and 32-bit targets: every run
-// method calls valid.
-func TestNoBoundsCheckInValid(t *testing.T) {
+// parsePages returns the go command and pages.go parsed; it skips the test
+// where there is no go command.
+func parsePages(t *testing.T) (gobin string, fset *token.FileSet, f *ast.File) {
+	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command on PATH")
 	}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "pages.go", nil, 0)
+	fset = token.NewFileSet()
+	f, err = parser.ParseFile(fset, "pages.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return gobin, fset, f
+}
+
+// TestNoBoundsCheckInValid pins that the run check indexes the page
+// metadata without a bounds check, on 64- and 32-bit targets: every run
+// method calls valid.
+func TestNoBoundsCheckInValid(t *testing.T) {
+	gobin, fset, f := parsePages(t)
 	lo, hi := 0, 0
 	for _, d := range f.Decls {
 		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "valid" && fd.Recv != nil {
@@ -56,15 +64,7 @@ func TestNoBoundsCheckInValid(t *testing.T) {
 // which does not publish, still inlines into lookup, which stays a leaf on
 // every run method's path.
 func TestStepInlines(t *testing.T) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH")
-	}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "pages.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gobin, fset, f := parsePages(t)
 	stepLo, stepHi := 0, 0
 	sites := map[int]bool{} // line of each p.step() call -> inlined
 	ast.Inspect(f, func(n ast.Node) bool {
