@@ -52,6 +52,69 @@ func fuzzPool(t *testing.T, opts []pages.Option) (*pages.Pool, pages.Run) {
 	return p, foreign
 }
 
+// checkEvicting checks what an EvictFunc may do with the run r it is told
+// of, whose first byte is tag: read its bytes, but not free it. It returns
+// the last violation, or nil.
+func checkEvicting(p *pages.Pool, r pages.Run, tag byte) error {
+	var violation error
+	if buf, err := p.Bytes(r); err != nil || buf[0] != tag {
+		violation = fmt.Errorf("Bytes of %v during its eviction: %v", r, err)
+	}
+	if err := p.Free(r); !errors.Is(err, pages.ErrInEviction) {
+		violation = fmt.Errorf("Free from the EvictFunc = %v, want ErrInEviction", err)
+	}
+	return violation
+}
+
+// fuzzModel returns the model of the fuzz region with the fit and
+// watermarks of fuzzConfig and the content types fuzzTypes.
+func fuzzModel(fit pages.Fit, high, low float64) *model.Region[pages.Run] {
+	types := make([]model.Type, len(fuzzTypes))
+	for i, ct := range fuzzTypes {
+		types[i] = model.Type{Priority: ct.Priority, Evictable: ct.Evictable}
+	}
+	return model.NewRegion[pages.Run](fuzzPages, fit == pages.FirstFit, types, high, low)
+}
+
+// evictWatch is the EvictFunc of a fuzz run (hear): it records the runs it
+// is told of, in order, and checks each against the model m and with
+// checkEvicting. The model drops the runs an allocation evicts to make
+// room, and those of Evict, before the call (Dropped); those of the
+// watermarks after it, so they are still live there (ByKey).
+type evictWatch struct {
+	m     *model.Region[pages.Run]
+	p     *pages.Pool
+	heard []pages.Run
+	err   error // the last violation
+}
+
+func (w *evictWatch) hear(r pages.Run, c pages.Content) {
+	w.heard = append(w.heard, r)
+	x := w.m.Dropped[r]
+	if x == nil {
+		x = w.m.ByKey[r]
+	}
+	if x == nil || pages.Content(x.C) != c {
+		w.err = fmt.Errorf("evicted %v of content %d, which the model does not hold", r, c)
+		return
+	}
+	if err := checkEvicting(w.p, r, x.Tag); err != nil {
+		w.err = err
+	}
+}
+
+// checkStats compares the Pool's Stats with the model's (want), and its
+// Snapshot with its Stats.
+func checkStats(p *pages.Pool, m *model.Region[pages.Run], fit pages.Fit) error {
+	if got, want := p.Stats(), want(m, fuzzPageSize, fit); got != want {
+		return fmt.Errorf("stats\n got %+v\nwant %+v", got, want)
+	}
+	if snap, st := p.Snapshot(), p.Stats(); snap != st {
+		return fmt.Errorf("snapshot after Stats\n got %+v\nwant %+v", snap, st)
+	}
+	return nil
+}
+
 // want returns the Stats the model expects of a Pool of pageSize-byte pages.
 func want(m *model.Region[pages.Run], pageSize int, fit pages.Fit) pages.Stats {
 	c := m.Count()
@@ -92,42 +155,18 @@ func FuzzOps(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		const n, pageSize = fuzzPages, fuzzPageSize
+		const n = fuzzPages
 		fit, high, low, opts := fuzzConfig(data[0])
-		types := make([]model.Type, len(fuzzTypes))
-		for i, ct := range fuzzTypes {
-			types[i] = model.Type{Priority: ct.Priority, Evictable: ct.Evictable}
-		}
-		m := model.NewRegion[pages.Run](n, fit == pages.FirstFit, types, high, low)
-		var p *pages.Pool
-		var heard []pages.Run
-		var hookErr error
-		opts = append(opts, pages.WithEvictFunc(func(r pages.Run, c pages.Content) {
-			heard = append(heard, r)
-			// The model drops the runs an allocation evicts to make room
-			// before the call, those of the watermarks after it.
-			x := m.Dropped[r]
-			if x == nil {
-				x = m.ByKey[r]
-			}
-			if x == nil || pages.Content(x.C) != c {
-				hookErr = fmt.Errorf("evicted %v of content %d, which the model does not hold", r, c)
-				return
-			}
-			if buf, err := p.Bytes(r); err != nil || buf[0] != x.Tag {
-				hookErr = fmt.Errorf("Bytes of %v during its eviction: %v", r, err)
-			}
-			if err := p.Free(r); !errors.Is(err, pages.ErrInEviction) {
-				hookErr = fmt.Errorf("Free from the EvictFunc = %v, want ErrInEviction", err)
-			}
-		}))
-		p, foreign := fuzzPool(t, opts)
+		m := fuzzModel(fit, high, low)
+		w := &evictWatch{m: m}
+		p, foreign := fuzzPool(t, append(opts, pages.WithEvictFunc(w.hear)))
+		w.p = p
 		tag := byte(0)
 
 		src := model.NewBytes(data[1:])
 		for step := 0; !src.Done(); step++ {
 			op := m.Next(src)
-			heard = heard[:0]
+			w.heard = w.heard[:0]
 			switch x := op.Run; op.Kind {
 			case model.RegionAlloc:
 				room, placed := m.Evicting(op.N, op.C)
@@ -157,11 +196,11 @@ func FuzzOps(f *testing.F) {
 					m.Add(r, first, op.N, op.C, tag)
 					marked = m.Reclaim()
 				}
-				if hookErr != nil {
-					t.Fatalf("step %d: %v", step, hookErr)
+				if w.err != nil {
+					t.Fatalf("step %d: %v", step, w.err)
 				}
-				if want := keys(room, marked); !slices.Equal(heard, want) {
-					t.Fatalf("step %d: Alloc(%d, %d) evicted %v, the model %v", step, op.N, op.C, heard, want)
+				if want := keys(room, marked); !slices.Equal(w.heard, want) {
+					t.Fatalf("step %d: Alloc(%d, %d) evicted %v, the model %v", step, op.N, op.C, w.heard, want)
 				}
 			case model.RegionFree:
 				if buf, _ := p.Bytes(x.Key); buf[0] != x.Tag || buf[len(buf)-1] != x.Tag {
@@ -191,9 +230,9 @@ func FuzzOps(f *testing.F) {
 			case model.RegionEvict:
 				evicted, got := m.Evict(op.N)
 				k, err := p.Evict(op.N)
-				if err != nil || k != got || !slices.Equal(heard, keys(evicted)) || hookErr != nil {
+				if err != nil || k != got || !slices.Equal(w.heard, keys(evicted)) || w.err != nil {
 					t.Fatalf("step %d: Evict(%d) = %d, %v, evicting %v (%v); the model evicts %d pages: %v",
-						step, op.N, k, err, heard, hookErr, got, keys(evicted))
+						step, op.N, k, err, w.heard, w.err, got, keys(evicted))
 				}
 			case model.RegionStale:
 				for _, c := range []struct {
@@ -225,11 +264,8 @@ func FuzzOps(f *testing.F) {
 						step, x.Key, first, got, c, pins, err, cerr, perr, *x)
 				}
 			}
-			if got, want := p.Stats(), want(m, pageSize, fit); got != want {
-				t.Fatalf("step %d (op %+v): stats\n got %+v\nwant %+v", step, op, got, want)
-			}
-			if snap, st := p.Snapshot(), p.Stats(); snap != st {
-				t.Fatalf("step %d: snapshot after Stats\n got %+v\nwant %+v", step, snap, st)
+			if err := checkStats(p, m, fit); err != nil {
+				t.Fatalf("step %d (op %+v): %v", step, op, err)
 			}
 		}
 		for len(m.Live) > 0 {
@@ -239,8 +275,11 @@ func FuzzOps(f *testing.F) {
 			}
 			m.Drop(x, false)
 		}
-		if got, want := p.Stats(), want(m, pageSize, fit); got != want || got.FreeRuns != 1 || got.LargestFree != n {
-			t.Fatalf("after freeing everything: stats\n got %+v\nwant %+v", got, want)
+		if err := checkStats(p, m, fit); err != nil {
+			t.Fatalf("after freeing everything: %v", err)
+		}
+		if st := p.Stats(); st.FreeRuns != 1 || st.LargestFree != n {
+			t.Fatalf("after freeing everything the free space is %d runs, the longest %d pages", st.FreeRuns, st.LargestFree)
 		}
 	})
 }

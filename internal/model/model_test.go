@@ -84,3 +84,57 @@ func TestPoolSuiteMode(t *testing.T) {
 		}
 	}
 }
+
+// TestRegionInOrder: InOrder lists the live runs in the order they were
+// added, as a list that appends on Add and removes on Drop would, whatever
+// order Live is in, and leaves Live as it was.
+func TestRegionInOrder(t *testing.T) {
+	types := []Type{{Priority: 1}, {Priority: 0, Evictable: true}}
+	m := NewRegion[int](32, false, types, 0.75, 0.5)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var want []*Run[int] // the reference list
+	drop := func(xs []*Run[int]) {
+		for _, x := range xs {
+			want = slices.DeleteFunc(want, func(y *Run[int]) bool { return y == x })
+		}
+	}
+	key, shuffled := 0, 0
+	for step := range 5000 {
+		switch op := m.Next(rng); op.Kind {
+		case RegionAlloc:
+			room, placed := m.Evicting(op.N, op.C)
+			drop(room)
+			if placed {
+				key++
+				want = append(want, m.Add(key, m.Allowed(op.N)[0][0], op.N, op.C, 0))
+				drop(m.Reclaim())
+			}
+		case RegionFree:
+			m.Drop(op.Run, false)
+			drop([]*Run[int]{op.Run})
+		case RegionPin:
+			op.Run.Pins++
+		case RegionUnpin:
+			if op.Run.Pins > 0 {
+				m.Unpin(op.Run)
+			}
+		case RegionEvict:
+			evicted, _ := m.Evict(op.N)
+			drop(evicted)
+		}
+		live := slices.Clone(m.Live)
+		if got := m.InOrder(); !slices.Equal(got, want) {
+			t.Fatalf("step %d: InOrder = %v, want %v", step, got, want)
+		}
+		if !slices.Equal(m.Live, live) {
+			t.Fatalf("step %d: InOrder changed Live", step)
+		}
+		if !slices.Equal(live, want) {
+			shuffled++
+		}
+	}
+	if shuffled == 0 || m.Evictions == 0 || m.Frees == 0 {
+		t.Fatalf("the ops never shuffled Live (%d steps did), evicted (%d) or freed (%d)", shuffled, m.Evictions, m.Frees)
+	}
+	t.Logf("Live out of allocation order after %d steps; %d evictions, %d frees", shuffled, m.Evictions, m.Frees)
+}
