@@ -44,7 +44,7 @@ func (m *Manager) NewReleaser() (*Releaser, error) {
 // ErrInvalidHandle for the zero Handle; other bad handles are rejected by
 // the owner's Drain.
 func (r *Releaser) Release(h Handle) error {
-	if r == nil || !r.s.Usable() {
+	if r == nil || r.s.Stopped() {
 		return errClosed
 	}
 	if h.IsZero() {

@@ -26,7 +26,7 @@ func TestHotPathInlines(t *testing.T) {
 			t.Errorf("%s no longer inlines", fn)
 		}
 	}
-	for _, callee := range []string{`relay\.\(\*Sender\[[^\n]*\]\)\.Usable`, `relay\.\(\*Sender\[[^\n]*\]\)\.Send`, `SeqID\.handle`, `relay\.ID\.Encode`} {
+	for _, callee := range []string{`relay\.\(\*Sender\[[^\n]*\]\)\.Stopped`, `relay\.\(\*Sender\[[^\n]*\]\)\.Send`, `SeqID\.handle`, `relay\.ID\.Encode`} {
 		if !regexp.MustCompile(`release\.go:\d+:\d+: inlining call to ` + callee).Match(report) {
 			t.Errorf("%s no longer inlines into the releaser", callee)
 		}

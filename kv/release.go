@@ -96,7 +96,7 @@ type Releaser struct {
 // Release hands the sequence id to the owner, one push that never waits. It
 // fails with pool.ErrClosed once the releaser or its manager is closed.
 func (r *Releaser) Release(id SeqID) error {
-	if r == nil || !r.s.Usable() {
+	if r == nil || r.s.Stopped() {
 		return pool.ErrClosed
 	}
 	return r.s.Send(id.handle())

@@ -81,19 +81,20 @@ func (s *Sender[H]) Init(prod Producer[H], closed *atomic.Bool) {
 	s.prod, s.closed = prod, closed
 }
 
-// Usable reports whether the sender may send: Init readied it, it is not
-// retired, and its owner is not closed. A nil or zero Sender is not usable.
-func (s *Sender[H]) Usable() bool {
-	return s != nil && s.prod != nil && !s.retired && !s.closed.Load()
+// Stopped reports whether the sender may not send: Init did not ready it,
+// it is retired, or its owner closed. The releasers hold their Sender by
+// value, so s is never nil here.
+func (s *Sender[H]) Stopped() bool {
+	return s.prod == nil || s.retired || s.closed.Load()
 }
 
-// Send pushes h; the caller checks Usable first.
+// Send pushes h; the caller checks Stopped first.
 func (s *Sender[H]) Send(h H) error {
 	s.one[0] = h
 	return s.prod.Send(s.one[:])
 }
 
-// Close retires the sender: Usable is false afterwards, and what it sent
+// Close retires the sender: Stopped is true afterwards, and what it sent
 // before still reaches the owner. Close may be called more than once.
 func (s *Sender[H]) Close() error {
 	if s == nil || s.prod == nil || s.retired {

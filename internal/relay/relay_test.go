@@ -77,8 +77,8 @@ func (p *producer) Close() error              { p.closes++; return nil }
 func TestSender(t *testing.T) {
 	var zero Sender[handle]
 	var nilSender *Sender[handle]
-	if zero.Usable() || nilSender.Usable() {
-		t.Fatal("a zero or nil Sender is usable")
+	if !zero.Stopped() {
+		t.Fatal("a zero Sender is not stopped")
 	}
 	if err := zero.Close(); err != nil {
 		t.Fatalf("Close of a zero Sender = %v", err)
@@ -91,8 +91,8 @@ func TestSender(t *testing.T) {
 	var closed atomic.Bool
 	var s Sender[handle]
 	s.Init(&p, &closed)
-	if !s.Usable() {
-		t.Fatal("an initialised Sender is not usable")
+	if s.Stopped() {
+		t.Fatal("an initialised Sender is stopped")
 	}
 	for i := range 3 {
 		if err := s.Send(handle{gen: uint64(2*i + 1)}); err != nil {
@@ -103,12 +103,12 @@ func TestSender(t *testing.T) {
 		t.Fatalf("sent %+v, want three handles, the last of generation 5", p.sent)
 	}
 	closed.Store(true)
-	if s.Usable() {
-		t.Fatal("a Sender whose owner closed is usable")
+	if !s.Stopped() {
+		t.Fatal("a Sender whose owner closed is not stopped")
 	}
 	closed.Store(false)
-	if err := s.Close(); err != nil || s.Usable() || p.closes != 1 {
-		t.Fatalf("Close: err %v, usable %v, producer closes %d", err, s.Usable(), p.closes)
+	if err := s.Close(); err != nil || !s.Stopped() || p.closes != 1 {
+		t.Fatalf("Close: err %v, stopped %v, producer closes %d", err, s.Stopped(), p.closes)
 	}
 	if err := s.Close(); err != nil || p.closes != 1 {
 		t.Fatalf("second Close: err %v, producer closes %d (want 1)", err, p.closes)
