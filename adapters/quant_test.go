@@ -20,8 +20,6 @@ func tensor(f adapters.Format, xs []float64) []byte {
 	return b
 }
 
-// TestQuantBound checks the documented error bound element by element,
-// and the RMS relative error, on random and adversarial tensors.
 // encodeDecode encodes w with q and decodes the encoding: it returns the
 // encoding and the weights it decodes to.
 func encodeDecode(t testing.TB, q adapters.Quant, w []byte) (enc, out []byte) {
@@ -37,6 +35,8 @@ func encodeDecode(t testing.TB, q adapters.Quant, w []byte) (enc, out []byte) {
 	return enc, out
 }
 
+// TestQuantBound checks the documented error bound element by element,
+// and the RMS relative error, on random and adversarial tensors.
 func TestQuantBound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	gauss := func(n int, sigma float64) []float64 {

@@ -278,7 +278,7 @@ func (m *clModel) remoteFree(r *clCase, snd ClassesSender, bs []*clBlock, single
 func (m *clModel) take(k int) (*clBlock, error) {
 	b, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
 	if err != nil || b == nil {
-		return nil, errors.Join(err, violationf(ErrContract, "class %d refused an allocation with %d blocks free", k, m.Counts[k].Free))
+		return nil, refusedOr(err, "class %d refused an allocation with %d blocks free", k, m.Counts[k].Free)
 	}
 	return b, nil
 }

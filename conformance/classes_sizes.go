@@ -27,7 +27,7 @@ func checkClassesSmallest(r *clCase, m *clModel) error {
 			for _, how := range []int{viaAlloc, viaAllocBytes} {
 				b, err := m.alloc(n, how, 0)
 				if err != nil || b == nil {
-					return fmt.Errorf("round %d: %w", round, errors.Join(err, violationf(ErrContract, "%s(%d) refused on an empty allocator", viaNames[how], n)))
+					return fmt.Errorf("round %d: %w", round, refusedOr(err, "%s(%d) refused on an empty allocator", viaNames[how], n))
 				}
 				if k, err := c.ClassOf(n); k != b.Class || err != nil {
 					return violationf(ErrContract, "ClassOf(%d) = %d, %v; the allocation took class %d", n, k, err, b.Class)
@@ -69,7 +69,7 @@ func checkClassesAllocClass(r *clCase, m *clModel) error {
 				continue
 			}
 			if b, err := m.alloc(n, viaAllocClass, k); err != nil || b == nil {
-				return errors.Join(err, violationf(ErrContract, "AllocClass(%d, %d) refused on an empty allocator", k, n))
+				return refusedOr(err, "AllocClass(%d, %d) refused on an empty allocator", k, n)
 			}
 			if err := m.check(fmt.Sprintf("after AllocClass(%d, %d)", k, n)); err != nil {
 				return err

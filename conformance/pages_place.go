@@ -34,7 +34,7 @@ func checkPagesLengths(r *pgCase, m *pgModel) error {
 		c := pages.Content(i % len(m.types))
 		x, err := m.alloc(n, c)
 		if err != nil || x == nil {
-			return errors.Join(err, violationf(ErrContract, "Alloc(%d) on an empty region of %d pages failed", n, m.Pages))
+			return refusedOr(err, "Alloc(%d) on an empty region of %d pages failed", n, m.Pages)
 		}
 		if err := m.check(fmt.Sprintf("after Alloc(%d) on an empty region", n)); err != nil {
 			return err
@@ -42,7 +42,7 @@ func checkPagesLengths(r *pgCase, m *pgModel) error {
 		if n < m.Pages {
 			rest, err := m.alloc(m.Pages-n, c)
 			if err != nil || rest == nil {
-				return errors.Join(err, violationf(ErrContract, "Alloc(%d) beside a run of %d pages in a region of %d failed", m.Pages-n, n, m.Pages))
+				return refusedOr(err, "Alloc(%d) beside a run of %d pages in a region of %d failed", m.Pages-n, n, m.Pages)
 			}
 			if _, err := m.alloc(1, c); err != nil {
 				return err
@@ -278,7 +278,7 @@ func checkPagesCoalescing(r *pgCase, m *pgModel) error {
 		}
 		whole, err := m.alloc(m.Pages, kvCache)
 		if err != nil || whole == nil {
-			return errors.Join(err, violationf(ErrContract, "after freeing every run in the order %v, a run of the whole region (%d pages) did not fit: free runs %v", order, m.Pages, m.Gaps()))
+			return refusedOr(err, "after freeing every run in the order %v, a run of the whole region (%d pages) did not fit: free runs %v", order, m.Pages, m.Gaps())
 		}
 		return m.free(whole)
 	}

@@ -74,7 +74,7 @@ func checkPagesSnapshotFresh(ctx context.Context, m *pgModel, serve string) erro
 	alloc := func() error {
 		x, err := m.alloc(1, weights)
 		if err != nil || x == nil {
-			return errors.Join(err, violationf(ErrContract, "Alloc of one page failed with %d of %d pages in use", m.Used, m.Pages))
+			return refusedOr(err, "Alloc of one page failed with %d of %d pages in use", m.Used, m.Pages)
 		}
 		runs = append(runs, x)
 		return nil

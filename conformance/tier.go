@@ -233,9 +233,9 @@ func tierVerify(r *run[Tier], lo, hi int) error {
 }
 
 // tierCheck runs the steps of a tier case in order. The first step that
-// finds a violation records it, and every later step does nothing, not
-// even call the tier: a case reads as the list of its steps and reports
-// what a chain of early returns would.
+// finds a violation records it, and every later step's function is not
+// run (its arguments are still evaluated): a case reads as the list of its
+// steps and reports what a chain of early returns would.
 type tierCheck struct {
 	*run[Tier]
 	err error

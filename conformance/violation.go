@@ -65,6 +65,16 @@ func violationf(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))
 }
 
+// refusedOr is the violation of a call the model says must succeed: err,
+// what the model found wrong, if the call failed, or a violation of kind
+// ErrContract for a refusal that reported nothing.
+func refusedOr(err error, format string, args ...any) error {
+	if err != nil {
+		return err
+	}
+	return violationf(ErrContract, format, args...)
+}
+
 // skipped is what a case returns when it does not apply to the instance (a
 // capacity check on an unbounded transport, allocation counting under the
 // race detector). It is not a violation: Test drivers report it with t.Skip

@@ -10,8 +10,8 @@ import (
 // on: the sequence-id check every call starts with (liveSeq, its slow
 // path seqError out of line) and the event log's per-block records, which
 // cost a nil check and no call without a subscriber. A worker's Release
-// is one call: the relay sender's checks, the id's encoding and the push's
-// set-up inline into it.
+// makes two calls, the id's encoding (relayHandle, into which the codec
+// inlines) and the push: the relay sender's checks and Send inline into it.
 func TestHotPathInlines(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {

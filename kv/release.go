@@ -69,6 +69,10 @@ func relayHandle(id relay.ID) (h pool.Handle) {
 	return h
 }
 
+// The conversions need a relay.ID's encoding to be a handle's: this does
+// not compile if the two lengths differ.
+var _ = [1]struct{}{}[relay.Size-pool.HandleSize]
+
 func relayID(h pool.Handle) relay.ID {
 	var b [relay.Size]byte
 	raw, _ := h.AppendBinary(b[:0])

@@ -61,8 +61,8 @@ type Producer[H any] interface {
 // Sender is one worker's releaser: it sends one handle per call through
 // its own producer. Its worker writes it on every call, so it is padded on
 // both sides: two workers' senders never share a cache line. A Sender
-// belongs to one goroutine at a time and must not be copied after its
-// first Send.
+// belongs to one goroutine at a time and must not be copied after Init (a
+// copy would share the producer).
 //
 // Happens-before: a Send that returns nil happens before the owner's drain
 // that receives it (the transport's guarantee), so the owner sees every
@@ -82,8 +82,8 @@ func (s *Sender[H]) Init(prod Producer[H], closed *atomic.Bool) {
 }
 
 // Stopped reports whether the sender may not send: Init did not ready it,
-// it is retired, or its owner closed. The releasers hold their Sender by
-// value, so s is never nil here.
+// it is retired, or its owner closed. Unlike Close it needs a non-nil s:
+// the releasers hold their Sender by value.
 func (s *Sender[H]) Stopped() bool {
 	return s.prod == nil || s.retired || s.closed.Load()
 }

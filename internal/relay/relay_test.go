@@ -106,7 +106,7 @@ func TestSender(t *testing.T) {
 	if !s.Stopped() {
 		t.Fatal("a Sender whose owner closed is not stopped")
 	}
-	closed.Store(false)
+	// Close after the owner closed still retires the producer.
 	if err := s.Close(); err != nil || !s.Stopped() || p.closes != 1 {
 		t.Fatalf("Close: err %v, stopped %v, producer closes %d", err, s.Stopped(), p.closes)
 	}
