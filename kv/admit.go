@@ -92,7 +92,7 @@ func (m *Manager) CanAdmit(tokens []uint32, key Key) (Admission, error) {
 	maxHit := (n - 1) / m.bs // never the block of the last token
 	for i := range maxHit {
 		parent = m.hasher.Block(parent, tokens[i*m.bs:(i+1)*m.bs], key)
-		bi, ok := m.index[parent]
+		bi, ok := m.cached(parent)
 		if !ok {
 			break
 		}

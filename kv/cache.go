@@ -67,7 +67,7 @@ func (m *Manager) hit(limit int) (hit, skip, listed int) {
 	}
 	if m.cfg.window == 0 {
 		for _, h := range m.hashes[:limit] {
-			bi, ok := m.index[h]
+			bi, ok := m.cached(h)
 			if !ok {
 				break
 			}
@@ -82,7 +82,7 @@ func (m *Manager) hit(limit int) (hit, skip, listed int) {
 	run := 0
 	hit = -1
 	for i := limit - 1; i >= 0; i-- {
-		if _, ok := m.index[m.hashes[i]]; !ok {
+		if _, ok := m.cached(m.hashes[i]); !ok {
 			run = 0
 			continue
 		}
@@ -96,7 +96,7 @@ func (m *Manager) hit(limit int) (hit, skip, listed int) {
 	}
 	skip = m.skipFor(hit * m.bs)
 	for _, h := range m.hashes[skip:hit] {
-		bi := m.index[h]
+		bi, _ := m.cached(h)
 		m.hits = append(m.hits, bi)
 		if m.blocks[bi].listed {
 			listed++
@@ -132,11 +132,14 @@ func (m *Manager) indexBlock(s *seq, i int, tokens []uint32) {
 		parent = s.hashes[i-1]
 	}
 	bi := int32(s.blocks[i].Index())
-	if _, dup := m.index[h]; dup {
+	if _, taken := m.index[h.key()]; taken {
+		// An equal block is cached, or (for hashes that differ only after
+		// their first 8 bytes, which the index cannot tell apart) another
+		// block holds the key: this one stays private, as a duplicate.
 		m.log.flushStored(s.key) // the run of stored blocks breaks here
 		return
 	}
-	m.index[h] = bi
+	m.index[h.key()] = bi
 	m.blocks[bi].hash = h
 	m.st.Stored++
 	if len(m.tiers) > 0 && m.cfg.demotion == WriteThrough {
@@ -197,7 +200,7 @@ func (m *Manager) evict(i int32) {
 	m.unlink(i)
 	b := &m.blocks[i]
 	if !b.hash.IsZero() {
-		delete(m.index, b.hash)
+		delete(m.index, b.hash.key())
 		m.log.removed(b.hash)
 		b.hash = Hash{}
 		m.st.Evictions++
@@ -397,6 +400,16 @@ func (m *Manager) Unpin(tokens []uint32, key Key) (int, error) {
 	return n, nil
 }
 
+// cached returns the cached block of hash h. The index is keyed by the
+// hash's first 8 bytes (Hash.key); the block's whole hash is compared, so
+// a hash that shares only its key with a cached block's is a miss. Every
+// indexed block's hash is its key's (indexBlock adds no second block
+// under a key), so deleting by key removes the right entry.
+func (m *Manager) cached(h Hash) (int32, bool) {
+	bi, ok := m.index[h.key()]
+	return bi, ok && m.blocks[bi].hash == h
+}
+
 // cachedPrefix sets m.hits to the cached blocks of the longest cached prefix
 // of tokens.
 func (m *Manager) cachedPrefix(tokens []uint32, key Key) {
@@ -407,7 +420,7 @@ func (m *Manager) cachedPrefix(tokens []uint32, key Key) {
 	var parent Hash
 	for ; len(tokens) >= m.bs; tokens = tokens[m.bs:] {
 		parent = m.hasher.Block(parent, tokens[:m.bs], key)
-		bi, ok := m.index[parent]
+		bi, ok := m.cached(parent)
 		if !ok {
 			return
 		}
@@ -430,7 +443,7 @@ func (m *Manager) Reset() (int, error) {
 		m.unlink(i)
 		if h := m.blocks[i].hash; !h.IsZero() {
 			n++
-			delete(m.index, h)
+			delete(m.index, h.key())
 			m.log.removed(h)
 			m.blocks[i].hash = Hash{}
 		}

@@ -95,7 +95,7 @@ func (m *Manager) check() error {
 			}
 		}
 		if !b.hash.IsZero() {
-			if j, ok := m.index[b.hash]; !ok || int(j) != i {
+			if j, ok := m.index[b.hash.key()]; !ok || int(j) != i {
 				return fmt.Errorf("block %d has hash %v, which the index gives to block %d", i, b.hash, j)
 			}
 		}
@@ -103,9 +103,9 @@ func (m *Manager) check() error {
 			return fmt.Errorf("block %d: decay heap position %d is wrong", i, b.heap)
 		}
 	}
-	for h, i := range m.index {
-		if m.blocks[i].hash != h {
-			return fmt.Errorf("index gives %v to block %d, whose hash is %v", h, i, m.blocks[i].hash)
+	for k, i := range m.index {
+		if h := m.blocks[i].hash; h.IsZero() || h.key() != k {
+			return fmt.Errorf("index gives key %#x to block %d, whose hash is %v", k, i, h)
 		}
 	}
 	if held != m.held || inUse != m.inUse || pinned != m.pinned || listed != m.listed || unhashed != m.listedUnhashed {

@@ -6,8 +6,8 @@ func (m *Manager) Check() error { return m.check() }
 // CachedHashes returns every hash in the prefix cache index.
 func (m *Manager) CachedHashes() map[Hash]bool {
 	out := make(map[Hash]bool, len(m.index))
-	for h := range m.index {
-		out[h] = true
+	for _, i := range m.index {
+		out[m.blocks[i].hash] = true
 	}
 	return out
 }
@@ -31,7 +31,7 @@ func (m *Manager) EvictionOrder() []int {
 // sequence holds it, as vLLM's tests pop a hash from their cache map; it
 // reports whether it did.
 func (m *Manager) Uncache(h Hash) bool {
-	bi, ok := m.index[h]
+	bi, ok := m.cached(h)
 	if !ok || !m.blocks[bi].listed {
 		return false
 	}
@@ -46,3 +46,24 @@ func (g *Groups) Check() error { return g.check() }
 
 // Manager returns group i's manager (nil for a state group).
 func (g *Groups) Manager(i int) *Manager { return g.gs[i].m }
+
+// Rekey makes the cached block of hash old the cached block of hash h, as
+// if its tokens had hashed to h: for tests of hashes that share the
+// index's key (Hash.key) and differ after it. It reports whether old was
+// cached.
+func (m *Manager) Rekey(old, h Hash) bool {
+	bi, ok := m.cached(old)
+	if !ok {
+		return false
+	}
+	delete(m.index, old.key())
+	m.index[h.key()] = bi
+	m.blocks[bi].hash = h
+	return true
+}
+
+// FlipByte returns h with byte i of its digest inverted.
+func FlipByte(h Hash, i int) Hash {
+	h.sum[i] ^= 0xff
+	return h
+}

@@ -57,6 +57,12 @@ type Hash struct {
 	n   uint8 // digest length: 32 (SHA256CBOR), 16 (XXH3CBOR), 0 for the zero Hash
 }
 
+// key is h's key in the prefix cache's index: the digest's first 8 bytes.
+// Go's map hashes a uint64 key on its fastest path, where a whole Hash (33
+// bytes) goes through the generic one, which cost a prefix hit about a
+// fifth of its time. A lookup confirms the whole hash (Manager.cached).
+func (h Hash) key() uint64 { return binary.LittleEndian.Uint64(h.sum[:8]) }
+
 // IsZero reports whether h is the zero Hash.
 func (h Hash) IsZero() bool { return h.n == 0 }
 

@@ -75,8 +75,8 @@ type Manager struct {
 	bs  int
 
 	hasher *Hasher
-	blocks []blockMeta // by pool block index
-	index  map[Hash]int32
+	blocks []blockMeta      // by pool block index
+	index  map[uint64]int32 // key(hash) -> the cached block; see cached
 	order  order
 	decays decays
 
@@ -196,7 +196,7 @@ func New(p BlockPool, opts ...Option) (*Manager, error) {
 	for i := range m.blocks {
 		m.blocks[i] = blockMeta{prev: -1, next: -1, heap: -1, prio: DefaultPriority}
 	}
-	m.index = make(map[Hash]int32, n)
+	m.index = make(map[uint64]int32, n)
 	m.order.init()
 	m.decays.m = m
 	m.maxPinned = n // WithMaxPinned(0): no cap

@@ -613,7 +613,7 @@ func (m *Manager) unhold(i int32) {
 		if b.ref == 0 && b.pins == 0 { // a write-back victim nobody took back
 			m.inUse--
 			if !b.hash.IsZero() {
-				delete(m.index, b.hash)
+				delete(m.index, b.hash.key())
 				m.log.removed(b.hash)
 				b.hash = Hash{}
 				m.st.Evictions++
