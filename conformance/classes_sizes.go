@@ -94,7 +94,7 @@ func checkClassesAllocClass(r *clCase, m *clModel) error {
 	}
 	for range 2 {
 		if b, err := m.alloc(1, viaAllocClass, 1); err != nil || b == nil {
-			return errors.Join(err, violationf(ErrContract, "AllocClass(1, 1) with class 0 exhausted failed"))
+			return refusedOr(err, "AllocClass(1, 1) with class 0 exhausted failed")
 		}
 	}
 	return m.check("after falling back")

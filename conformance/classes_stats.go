@@ -168,7 +168,7 @@ func checkClassesSnapshotFresh(r *clCase, m *clModel) error {
 	const k = 3
 	for range k {
 		if b, err := m.alloc(1, viaAlloc, 0); err != nil || b == nil {
-			return errors.Join(err, violationf(ErrContract, "Alloc(1) on a fresh allocator failed"))
+			return refusedOr(err, "Alloc(1) on a fresh allocator failed")
 		}
 	}
 	st, err := snapshotWhileDraining(r.ctx, m.c.Snapshot, m.c.Drain)
@@ -194,7 +194,7 @@ func checkClassesOwnSlices(m *clModel) error {
 	c := m.c
 	b, err := m.alloc(1, viaAlloc, 0)
 	if err != nil || b == nil {
-		return errors.Join(err, violationf(ErrContract, "Alloc(1) on a fresh allocator failed"))
+		return refusedOr(err, "Alloc(1) on a fresh allocator failed")
 	}
 	for _, read := range []struct {
 		name string

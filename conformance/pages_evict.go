@@ -19,7 +19,7 @@ func checkPagesPins(r *pgCase, m *pgModel) error {
 	for m.Used < m.Pages {
 		x, err := m.alloc(min(1+rng.IntN(4), m.Pages-m.Used), kvCache)
 		if err != nil || x == nil {
-			return errors.Join(err, violationf(ErrContract, "Alloc with %d pages free failed", m.Pages-m.Used))
+			return refusedOr(err, "Alloc with %d pages free failed", m.Pages-m.Used)
 		}
 		for range rng.IntN(3) {
 			if err := m.pin(x); err != nil {
@@ -296,7 +296,7 @@ func checkPagesWatermarks(r *pgCase, m *pgModel) error {
 		for m.Used < m.High-1 {
 			x, err := m.alloc(1, pages.Content(1+rng.IntN(3)))
 			if err != nil || x == nil {
-				return errors.Join(err, violationf(ErrContract, "round %d: Alloc(1) with %d pages in use failed", round, m.Used))
+				return refusedOr(err, "round %d: Alloc(1) with %d pages in use failed", round, m.Used)
 			}
 			if err := m.unpin(x); err != nil {
 				return err

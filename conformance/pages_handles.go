@@ -13,7 +13,7 @@ import (
 func checkPagesStale(r *pgCase, m *pgModel) error {
 	keep, err := m.alloc(3, kvCache)
 	if err != nil || keep == nil {
-		return errors.Join(err, violationf(ErrContract, "Alloc(3) on an empty region failed"))
+		return refusedOr(err, "Alloc(3) on an empty region failed")
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	var olds []pages.Run
@@ -21,7 +21,7 @@ func checkPagesStale(r *pgCase, m *pgModel) error {
 		n := 1 + rng.IntN(4)
 		x, err := m.alloc(n, pages.Content(rng.IntN(len(m.types))))
 		if err != nil || x == nil {
-			return errors.Join(err, violationf(ErrContract, "round %d: Alloc(%d) failed", round, n))
+			return refusedOr(err, "round %d: Alloc(%d) failed", round, n)
 		}
 		old := x.Key
 		if err := m.free(x); err != nil {
@@ -34,7 +34,7 @@ func checkPagesStale(r *pgCase, m *pgModel) error {
 		// one untouched.
 		y, err := m.alloc(n, kvCache)
 		if err != nil || y == nil {
-			return errors.Join(err, violationf(ErrContract, "round %d: Alloc(%d) after freeing %d pages failed", round, n, n))
+			return refusedOr(err, "round %d: Alloc(%d) after freeing %d pages failed", round, n, n)
 		}
 		if y.Key == old {
 			return violationf(ErrAliased, "round %d: the run placed after freeing %v is equal to it: the old run reaches the new one's pages", round, old)
@@ -80,7 +80,7 @@ func checkPagesInstances(r *pgCase) error {
 	for k, m := range models {
 		x, err := m.alloc(m.Pages, weights)
 		if err != nil || x == nil {
-			return errors.Join(err, violationf(ErrContract, "allocator %d: a run of the whole region did not fit", k))
+			return refusedOr(err, "allocator %d: a run of the whole region did not fit", k)
 		}
 		if wholes[k], err = m.in.Bytes(x.Key); err != nil {
 			return violationf(ErrContract, "Bytes: %v", err)
@@ -101,7 +101,7 @@ func (m *pgModel) placeSame(k int) ([]*pgRun, error) {
 	for _, n := range []int{3, 1, 4} {
 		x, err := m.alloc(n, kvCache)
 		if err != nil || x == nil {
-			return nil, errors.Join(err, violationf(ErrContract, "allocator %d: Alloc(%d) failed", k, n))
+			return nil, refusedOr(err, "allocator %d: Alloc(%d) failed", k, n)
 		}
 		xs = append(xs, x)
 	}
@@ -196,7 +196,7 @@ func checkPagesWrap(r *pgCase, m *pgModel) error {
 	// placed on that page, whatever the fit.
 	wall, err := m.alloc(m.Pages-1, weights)
 	if err != nil || wall == nil {
-		return errors.Join(err, violationf(ErrContract, "Alloc(%d) on an empty region of %d pages failed", m.Pages-1, m.Pages))
+		return refusedOr(err, "Alloc(%d) on an empty region of %d pages failed", m.Pages-1, m.Pages)
 	}
 	olds, err := wrapCycle(r.ctx, "Alloc(1) with one page free", "Free of the run just placed",
 		func() (pages.Run, error) { return in.alloc(1, weights) }, in.Free)
@@ -207,7 +207,7 @@ func checkPagesWrap(r *pgCase, m *pgModel) error {
 	m.Frees += wrapCycles
 	cur, err := m.alloc(1, weights)
 	if err != nil || cur == nil {
-		return errors.Join(err, violationf(ErrContract, "Alloc(1) with one page free failed"))
+		return refusedOr(err, "Alloc(1) with one page free failed")
 	}
 	for _, old := range olds {
 		if old == cur.Key {
@@ -230,7 +230,7 @@ func checkPagesWrap(r *pgCase, m *pgModel) error {
 	// A run pinned 2^16 times, among unpinned ones.
 	x, err := m.alloc(2, kvCache)
 	if err != nil || x == nil {
-		return errors.Join(err, violationf(ErrContract, "Alloc(2) on an empty region failed"))
+		return refusedOr(err, "Alloc(2) on an empty region failed")
 	}
 	for i := 1; i < pinWrap; i++ {
 		if err := in.Pin(x.Key); err != nil {
@@ -244,7 +244,7 @@ func checkPagesWrap(r *pgCase, m *pgModel) error {
 	for m.Used < m.Pages {
 		y, err := m.alloc(min(3, m.Pages-m.Used), kvCache)
 		if err != nil || y == nil {
-			return errors.Join(err, violationf(ErrContract, "Alloc with %d pages free failed", m.Pages-m.Used))
+			return refusedOr(err, "Alloc with %d pages free failed", m.Pages-m.Used)
 		}
 		if err := m.unpin(y); err != nil {
 			return err

@@ -83,7 +83,7 @@ func checkPagesPlacement(r *pgCase, m *pgModel) error {
 			// The separators stay live until the layout is freed below.
 			sep, err := m.alloc(min(1+rng.IntN(2), m.Pages-m.Used), weights)
 			if err != nil || sep == nil {
-				return errors.Join(err, violationf(ErrContract, "layout %d: a separator did not fit", layout))
+				return refusedOr(err, "layout %d: a separator did not fit", layout)
 			}
 			left := m.Pages - m.Used
 			if left == 0 {
@@ -96,7 +96,7 @@ func checkPagesPlacement(r *pgCase, m *pgModel) error {
 			}
 			h, err := m.alloc(n, weights)
 			if err != nil || h == nil {
-				return errors.Join(err, violationf(ErrContract, "layout %d: a run of %d pages did not fit in %d free", layout, n, left))
+				return refusedOr(err, "layout %d: a run of %d pages did not fit in %d free", layout, n, left)
 			}
 			holes = append(holes, h)
 		}
@@ -149,7 +149,7 @@ func checkPagesManyFreeRuns(m *pgModel) error {
 		}
 		h, err := m.alloc(min(n, left), weights)
 		if err != nil || h == nil {
-			return errors.Join(err, violationf(ErrContract, "a run of %d pages did not fit in %d free", n, left))
+			return refusedOr(err, "a run of %d pages did not fit in %d free", n, left)
 		}
 		holes = append(holes, h)
 		if m.Used < m.Pages {
@@ -241,7 +241,7 @@ func checkPagesCoalescing(r *pgCase, m *pgModel) error {
 		for _, n := range []int{1, 2, 3, 5, 8} {
 			x, err := m.alloc(n, kvCache)
 			if err != nil || x == nil {
-				return nil, errors.Join(err, violationf(ErrContract, "Alloc(%d) on a region with %d pages free failed", n, m.Pages-m.Used))
+				return nil, refusedOr(err, "Alloc(%d) on a region with %d pages free failed", n, m.Pages-m.Used)
 			}
 			runs = append(runs, x)
 		}
@@ -252,7 +252,7 @@ func checkPagesCoalescing(r *pgCase, m *pgModel) error {
 			}
 			x, err := m.alloc(longest, kvCache)
 			if err != nil || x == nil {
-				return nil, errors.Join(err, violationf(ErrContract, "Alloc(%d) with a free run of %d pages failed", longest, longest))
+				return nil, refusedOr(err, "Alloc(%d) with a free run of %d pages failed", longest, longest)
 			}
 			runs = append(runs, x)
 		}
@@ -315,7 +315,7 @@ func checkPagesExhaustion(r *pgCase, m *pgModel) error {
 	ones := make([]*pgRun, m.Pages)
 	for i := range ones {
 		if ones[i], err = m.alloc(1, weights); err != nil || ones[i] == nil {
-			return errors.Join(err, violationf(ErrContract, "filling the region page by page: Alloc(1) with %d pages free failed", m.Pages-i))
+			return refusedOr(err, "filling the region page by page: Alloc(1) with %d pages free failed", m.Pages-i)
 		}
 	}
 	for _, n := range []int{1, 2, m.Pages} {
@@ -353,7 +353,7 @@ func checkPagesArguments(r *pgCase, m *pgModel) error {
 	in := m.in
 	x, err := m.alloc(2, kvCache)
 	if err != nil || x == nil {
-		return errors.Join(err, violationf(ErrContract, "Alloc(2) on an empty region failed"))
+		return refusedOr(err, "Alloc(2) on an empty region failed")
 	}
 	for _, n := range []int{0, -1, math.MinInt, m.Pages + 1, math.MaxInt} {
 		if _, err := in.alloc(n, weights); !errors.Is(err, pool.ErrInvalidArgument) {
@@ -388,7 +388,7 @@ func checkPagesDefault(r *pgCase, m *pgModel) error {
 	for m.Used < m.Pages {
 		x, err := m.alloc(min(1+m.Used%5, m.Pages-m.Used), pages.DefaultContent)
 		if err != nil || x == nil {
-			return errors.Join(err, violationf(ErrContract, "Alloc with %d pages free failed", m.Pages-m.Used))
+			return refusedOr(err, "Alloc with %d pages free failed", m.Pages-m.Used)
 		}
 		if err := m.unpin(x); err != nil {
 			return err

@@ -238,11 +238,11 @@ func checkPagesAllocs(r *pgCase, m *pgModel) error {
 	in := m.in
 	keep, err := m.alloc(3, kvCache)
 	if err != nil || keep == nil {
-		return errors.Join(err, violationf(ErrContract, "Alloc(3) on an empty region failed"))
+		return refusedOr(err, "Alloc(3) on an empty region failed")
 	}
 	stale, err := m.alloc(2, kvCache)
 	if err != nil || stale == nil {
-		return errors.Join(err, violationf(ErrContract, "Alloc(2) failed"))
+		return refusedOr(err, "Alloc(2) failed")
 	}
 	if err := m.free(stale); err != nil {
 		return err
