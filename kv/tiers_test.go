@@ -709,10 +709,17 @@ func TestTierOptions(t *testing.T) {
 // load is served before it completed, no failed or stale one ever, and no
 // block is reused while a copy reads it. Run it with -race: the host
 // tier is on the Go heap, so the race detector sees the copies.
+//
+// Whether a load completes while its sequence is still live depends on
+// how the copy workers are scheduled: on a loaded machine one seed's run
+// may see every load abandoned. So the check that the runs served loads
+// at all is over the four seeds together.
 func TestTierStateMachine(t *testing.T) {
+	var loaded uint64
 	for seed := range int64(4) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { tierStateMachine(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { loaded += tierStateMachine(t, seed) })
 	}
+	require.Positive(t, loaded, "no run served a block loaded from a tier")
 }
 
 type tseq struct {
@@ -722,7 +729,9 @@ type tseq struct {
 	computed int // full blocks whose KV is written
 }
 
-func tierStateMachine(t *testing.T, seed int64) {
+// tierStateMachine runs one seed and returns how many blocks it loaded
+// from the tiers.
+func tierStateMachine(t *testing.T, seed int64) uint64 {
 	h, f := hostTier(t, 16)
 	d := diskTier(t, 48)
 	opts := []kv.Option{}
@@ -843,9 +852,9 @@ func tierStateMachine(t *testing.T, seed int64) {
 	for _, ts := range st.Tiers[:2] {
 		require.LessOrEqual(t, ts.LoadedBlocks+ts.FailedBlocks, ts.HitBlocks)
 	}
-	require.Positive(t, st.Tiers[0].LoadedBlocks+st.Tiers[1].LoadedBlocks, "%+v", st)
 	require.Zero(t, h.Stats().CopyConflicts)
 	t.Logf("%+v", st.Tiers[:2])
+	return st.Tiers[0].LoadedBlocks + st.Tiers[1].LoadedBlocks
 }
 
 // rand is a small deterministic generator (the op sequence of a seed is
