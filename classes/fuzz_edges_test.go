@@ -2,6 +2,7 @@ package classes_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -85,25 +86,9 @@ func FuzzEdges(f *testing.F) {
 					_, refused := m.Deliver(k)
 					unsaid = unsaid || refused > 0
 				}
-				if m.Counts[k].Free == 0 {
-					if !errors.Is(err, pool.ErrExhausted) {
-						t.Fatalf("step %d: Alloc(%d) with class %d full = %v, %v", step, n, k, h, err)
-					}
-					break
+				if allocated(t, c, m, &tag, step, fmt.Sprintf("Alloc(%d)", n), k, n, h, err) {
+					live = append(live, h)
 				}
-				if err != nil || h.Class() != k {
-					t.Fatalf("step %d: Alloc(%d) = %v, %v; want a block of class %d", step, n, h, err, k)
-				}
-				if _, dup := m.Live[h]; dup || m.Taken[k][h.Block().Index()] {
-					t.Fatalf("step %d: %v handed out twice", step, h)
-				}
-				tag++
-				buf, _ := c.Bytes(h)
-				for i := range buf {
-					buf[i] = tag
-				}
-				m.Add(h, k, h.Block().Index(), n, tag)
-				live = append(live, h)
 			case 1: // local free of a live handle
 				h, ok := pick(arg)
 				if !ok {

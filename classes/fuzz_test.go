@@ -37,6 +37,33 @@ func fuzzModel(cs []classes.Class) *model.Sizes[classes.Handle] {
 	return model.NewSizes[classes.Handle](mcs)
 }
 
+// allocated checks what an allocation (what) of n bytes from class k gave,
+// h and err, against the model m: a full class refuses it, any other
+// hands out a block of class k that no live handle holds. It then writes
+// the next tag into the block, adds it to the model and reports true.
+func allocated(t *testing.T, c *classes.DefaultPool, m *model.Sizes[classes.Handle], tag *byte, step int, what string, k, n int, h classes.Handle, err error) bool {
+	t.Helper()
+	if m.Counts[k].Free == 0 {
+		if !errors.Is(err, pool.ErrExhausted) {
+			t.Fatalf("step %d: %s with class %d full = %v, %v", step, what, k, h, err)
+		}
+		return false
+	}
+	if err != nil || h.Class() != k {
+		t.Fatalf("step %d: %s = %v, %v; want a block of class %d", step, what, h, err, k)
+	}
+	if _, dup := m.Live[h]; dup || m.Taken[k][h.Block().Index()] {
+		t.Fatalf("step %d: %v handed out twice", step, h)
+	}
+	*tag++
+	buf, _ := c.Bytes(h)
+	for i := range buf {
+		buf[i] = *tag
+	}
+	m.Add(h, k, h.Block().Index(), n, *tag)
+	return true
+}
+
 // checkStats compares the allocator's stats with the model's counts.
 func checkStats(c *classes.DefaultPool, m *model.Sizes[classes.Handle]) error {
 	st := c.Stats()
@@ -100,24 +127,7 @@ func FuzzOps(f *testing.F) {
 				default:
 					h, err = c.AllocClass(k, n)
 				}
-				if m.Counts[k].Free == 0 {
-					if !errors.Is(err, pool.ErrExhausted) {
-						t.Fatalf("step %d: allocation %+v with class %d full = %v, %v", step, op, k, h, err)
-					}
-					break
-				}
-				if err != nil || h.Class() != k {
-					t.Fatalf("step %d: allocation %+v = %v, %v; want a block of class %d", step, op, h, err, k)
-				}
-				if _, dup := m.Live[h]; dup || m.Taken[k][h.Block().Index()] {
-					t.Fatalf("step %d: %v handed out twice", step, h)
-				}
-				tag++
-				buf, _ := c.Bytes(h)
-				for i := range buf {
-					buf[i] = tag
-				}
-				m.Add(h, k, h.Block().Index(), n, tag)
+				allocated(t, c, m, &tag, step, fmt.Sprintf("allocation %+v", op), k, n, h, err)
 			case model.SizesFree:
 				b := op.Blocks[0]
 				if buf, err := c.Bytes(b.Key); err != nil || buf[0] != b.Tag || buf[len(buf)-1] != b.Tag || len(buf) != m.Classes[b.Class].Size {

@@ -32,7 +32,7 @@ func FuzzEdges(f *testing.F) {
 		const n = fuzzPages
 		fit, high, low, opts := fuzzConfig(data[0])
 		m := fuzzModel(fit, high, low)
-		w := &evictWatch{m: m}
+		w := &fuzzRun{m: m}
 		p, foreign := fuzzPool(t, append(opts, pages.WithEvictFunc(w.hear)))
 		w.p = p
 		var stale []pages.Run // every run freed or evicted, in order: the decoder's, unbounded
@@ -103,13 +103,7 @@ func FuzzEdges(f *testing.F) {
 				if x == nil {
 					break
 				}
-				if buf, _ := p.Bytes(x.Key); buf[0] != x.Tag || buf[len(buf)-1] != x.Tag {
-					t.Fatalf("step %d: run %v lost its contents", step, x.Key)
-				}
-				if err := p.Free(x.Key); err != nil {
-					t.Fatalf("step %d: Free(%v) = %v", step, x.Key, err)
-				}
-				m.Drop(x, false)
+				w.free(t, step, x)
 				stale = append(stale, x.Key)
 			case 3: // free a stale, foreign or zero run
 				bad := []pages.Run{{}, foreign}
@@ -139,35 +133,15 @@ func FuzzEdges(f *testing.F) {
 				if x == nil {
 					break
 				}
-				if err := p.Pin(x.Key); err != nil {
-					t.Fatalf("step %d: Pin(%v) = %v", step, x.Key, err)
-				}
-				x.Pins++
+				w.pin(t, step, x)
 			case 5: // unpin
 				x := pick(arg)
 				if x == nil {
 					break
 				}
-				err := p.Unpin(x.Key)
-				if x.Pins == 0 {
-					if !errors.Is(err, pages.ErrNotPinned) {
-						t.Fatalf("step %d: Unpin of an unpinned run = %v", step, err)
-					}
-					break
-				}
-				if err != nil {
-					t.Fatalf("step %d: Unpin(%v) = %v", step, x.Key, err)
-				}
-				m.Unpin(x)
+				w.unpin(t, step, x)
 			case 6: // evict
-				want := arg % 8
-				evicted, got := m.Evict(want)
-				k, err := p.Evict(want)
-				if err != nil || k != got || !slices.Equal(w.heard, keys(evicted)) || w.err != nil {
-					t.Fatalf("step %d: Evict(%d) = %d, %v, evicting %v (%v); the model evicts %d pages: %v",
-						step, want, k, err, w.heard, w.err, got, keys(evicted))
-				}
-				stale = append(stale, keys(evicted)...)
+				stale = append(stale, keys(w.evict(t, step, arg%8))...)
 			case 7: // read a live run back
 				x := pick(arg)
 				if x == nil {

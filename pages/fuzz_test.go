@@ -76,19 +76,21 @@ func fuzzModel(fit pages.Fit, high, low float64) *model.Region[pages.Run] {
 	return model.NewRegion[pages.Run](fuzzPages, fit == pages.FirstFit, types, high, low)
 }
 
-// evictWatch is the EvictFunc of a fuzz run (hear): it records the runs it
-// is told of, in order, and checks each against the model m and with
-// checkEvicting. The model drops the runs an allocation evicts to make
+// fuzzRun is one fuzz run's Pool p and model m. Its hear is the Pool's
+// EvictFunc: it records the runs it is told of, in order, and checks each
+// against the model and with checkEvicting. Its other methods are the ops
+// both fuzz targets apply alike, to the Pool and to the model, failing t
+// where the two differ. The model drops the runs an allocation evicts to make
 // room, and those of Evict, before the call (Dropped); those of the
 // watermarks after it, so they are still live there (ByKey).
-type evictWatch struct {
+type fuzzRun struct {
 	m     *model.Region[pages.Run]
 	p     *pages.Pool
 	heard []pages.Run
 	err   error // the last violation
 }
 
-func (w *evictWatch) hear(r pages.Run, c pages.Content) {
+func (w *fuzzRun) hear(r pages.Run, c pages.Content) {
 	w.heard = append(w.heard, r)
 	x := w.m.Dropped[r]
 	if x == nil {
@@ -101,6 +103,57 @@ func (w *evictWatch) hear(r pages.Run, c pages.Content) {
 	if err := checkEvicting(w.p, r, x.Tag); err != nil {
 		w.err = err
 	}
+}
+
+// free frees the live run x after checking its contents.
+func (w *fuzzRun) free(t *testing.T, step int, x *model.Run[pages.Run]) {
+	t.Helper()
+	if buf, _ := w.p.Bytes(x.Key); buf[0] != x.Tag || buf[len(buf)-1] != x.Tag {
+		t.Fatalf("step %d: run %v lost its contents", step, x.Key)
+	}
+	if err := w.p.Free(x.Key); err != nil {
+		t.Fatalf("step %d: Free(%v) = %v", step, x.Key, err)
+	}
+	w.m.Drop(x, false)
+}
+
+// pin pins the live run x once more.
+func (w *fuzzRun) pin(t *testing.T, step int, x *model.Run[pages.Run]) {
+	t.Helper()
+	if err := w.p.Pin(x.Key); err != nil {
+		t.Fatalf("step %d: Pin(%v) = %v", step, x.Key, err)
+	}
+	x.Pins++
+}
+
+// unpin unpins the live run x, which fails with ErrNotPinned if it has no
+// pin.
+func (w *fuzzRun) unpin(t *testing.T, step int, x *model.Run[pages.Run]) {
+	t.Helper()
+	err := w.p.Unpin(x.Key)
+	if x.Pins == 0 {
+		if !errors.Is(err, pages.ErrNotPinned) {
+			t.Fatalf("step %d: Unpin of an unpinned run = %v", step, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("step %d: Unpin(%v) = %v", step, x.Key, err)
+	}
+	w.m.Unpin(x)
+}
+
+// evict evicts n pages and returns the runs the model evicted, which the
+// EvictFunc must have been told of, in order.
+func (w *fuzzRun) evict(t *testing.T, step, n int) []*model.Run[pages.Run] {
+	t.Helper()
+	evicted, got := w.m.Evict(n)
+	k, err := w.p.Evict(n)
+	if err != nil || k != got || !slices.Equal(w.heard, keys(evicted)) || w.err != nil {
+		t.Fatalf("step %d: Evict(%d) = %d, %v, evicting %v (%v); the model evicts %d pages: %v",
+			step, n, k, err, w.heard, w.err, got, keys(evicted))
+	}
+	return evicted
 }
 
 // checkStats compares the Pool's Stats with the model's (want), and its
@@ -158,7 +211,7 @@ func FuzzOps(f *testing.F) {
 		const n = fuzzPages
 		fit, high, low, opts := fuzzConfig(data[0])
 		m := fuzzModel(fit, high, low)
-		w := &evictWatch{m: m}
+		w := &fuzzRun{m: m}
 		p, foreign := fuzzPool(t, append(opts, pages.WithEvictFunc(w.hear)))
 		w.p = p
 		tag := byte(0)
@@ -203,37 +256,13 @@ func FuzzOps(f *testing.F) {
 					t.Fatalf("step %d: Alloc(%d, %d) evicted %v, the model %v", step, op.N, op.C, w.heard, want)
 				}
 			case model.RegionFree:
-				if buf, _ := p.Bytes(x.Key); buf[0] != x.Tag || buf[len(buf)-1] != x.Tag {
-					t.Fatalf("step %d: run %v lost its contents", step, x.Key)
-				}
-				if err := p.Free(x.Key); err != nil {
-					t.Fatalf("step %d: Free(%v) = %v", step, x.Key, err)
-				}
-				m.Drop(x, false)
+				w.free(t, step, x)
 			case model.RegionPin:
-				if err := p.Pin(x.Key); err != nil {
-					t.Fatalf("step %d: Pin(%v) = %v", step, x.Key, err)
-				}
-				x.Pins++
+				w.pin(t, step, x)
 			case model.RegionUnpin:
-				err := p.Unpin(x.Key)
-				if x.Pins == 0 {
-					if !errors.Is(err, pages.ErrNotPinned) {
-						t.Fatalf("step %d: Unpin of an unpinned run = %v", step, err)
-					}
-					break
-				}
-				if err != nil {
-					t.Fatalf("step %d: Unpin(%v) = %v", step, x.Key, err)
-				}
-				m.Unpin(x)
+				w.unpin(t, step, x)
 			case model.RegionEvict:
-				evicted, got := m.Evict(op.N)
-				k, err := p.Evict(op.N)
-				if err != nil || k != got || !slices.Equal(w.heard, keys(evicted)) || w.err != nil {
-					t.Fatalf("step %d: Evict(%d) = %d, %v, evicting %v (%v); the model evicts %d pages: %v",
-						step, op.N, k, err, w.heard, w.err, got, keys(evicted))
-				}
+				w.evict(t, step, op.N)
 			case model.RegionStale:
 				for _, c := range []struct {
 					r    pages.Run
