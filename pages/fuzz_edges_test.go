@@ -30,11 +30,8 @@ func FuzzEdges(f *testing.F) {
 			return
 		}
 		const n = fuzzPages
-		fit, high, low, opts := fuzzConfig(data[0])
-		m := fuzzModel(fit, high, low)
-		w := &fuzzRun{m: m}
-		p, foreign := fuzzPool(t, append(opts, pages.WithEvictFunc(w.hear)))
-		w.p = p
+		w, foreign := newFuzzRun(t, data[0])
+		p, m := w.p, w.m
 		var stale []pages.Run // every run freed or evicted, in order: the decoder's, unbounded
 		tag := byte(0)
 
@@ -157,7 +154,7 @@ func FuzzEdges(f *testing.F) {
 						step, x.Key, first, got, c, pins, len(buf), err, cerr, perr, berr, *x)
 				}
 			}
-			if err := checkStats(p, m, fit); err != nil {
+			if err := w.checkStats(); err != nil {
 				t.Fatalf("step %d (op %d): %v", step, op&7, err)
 			}
 		}
@@ -167,7 +164,7 @@ func FuzzEdges(f *testing.F) {
 			}
 			m.Drop(x, false)
 		}
-		if err := checkStats(p, m, fit); err != nil {
+		if err := w.checkStats(); err != nil {
 			t.Fatalf("after freeing everything: %v", err)
 		}
 		if st := p.Stats(); st.FreeRuns != 1 || st.LargestFree != n {

@@ -24,18 +24,6 @@ var fuzzTypes = []pages.ContentType{
 // The region both fuzz targets drive: fuzzPages pages of fuzzPageSize bytes.
 const fuzzPages, fuzzPageSize = 32, 4
 
-// fuzzConfig reads the options of a fuzz run from the input's first byte:
-// the fit (bit 0) and watermarks of 0.75 and 0.5 (bit 1).
-func fuzzConfig(flags byte) (fit pages.Fit, high, low float64, opts []pages.Option) {
-	fit = pages.Fit(flags & 1)
-	opts = []pages.Option{pages.WithFit(fit), pages.WithContentTypes(fuzzTypes...)}
-	if flags&2 != 0 {
-		high, low = 0.75, 0.5
-		opts = append(opts, pages.WithWatermarks(high, low))
-	}
-	return fit, high, low, opts
-}
-
 // fuzzPool returns a pool over the fuzz region with opts, and a live run of
 // another pool; both closed when t ends.
 func fuzzPool(t *testing.T, opts []pages.Option) (*pages.Pool, pages.Run) {
@@ -66,16 +54,6 @@ func checkEvicting(p *pages.Pool, r pages.Run, tag byte) error {
 	return violation
 }
 
-// fuzzModel returns the model of the fuzz region with the fit and
-// watermarks of fuzzConfig and the content types fuzzTypes.
-func fuzzModel(fit pages.Fit, high, low float64) *model.Region[pages.Run] {
-	types := make([]model.Type, len(fuzzTypes))
-	for i, ct := range fuzzTypes {
-		types[i] = model.Type{Priority: ct.Priority, Evictable: ct.Evictable}
-	}
-	return model.NewRegion[pages.Run](fuzzPages, fit == pages.FirstFit, types, high, low)
-}
-
 // fuzzRun is one fuzz run's Pool p and model m. Its hear is the Pool's
 // EvictFunc: it records the runs it is told of, in order, and checks each
 // against the model and with checkEvicting. Its other methods are the ops
@@ -86,8 +64,31 @@ func fuzzModel(fit pages.Fit, high, low float64) *model.Region[pages.Run] {
 type fuzzRun struct {
 	m     *model.Region[pages.Run]
 	p     *pages.Pool
+	fit   pages.Fit
 	heard []pages.Run
 	err   error // the last violation
+}
+
+// newFuzzRun returns a fuzz run with the options the input's first byte
+// picks: the fit (bit 0) and watermarks of 0.75 and 0.5 (bit 1), over a
+// Pool of fuzzPages pages with the content types fuzzTypes, and a live run
+// of another pool; both closed when t ends.
+func newFuzzRun(t *testing.T, flags byte) (*fuzzRun, pages.Run) {
+	w := &fuzzRun{fit: pages.Fit(flags & 1)}
+	opts := []pages.Option{pages.WithFit(w.fit), pages.WithContentTypes(fuzzTypes...), pages.WithEvictFunc(w.hear)}
+	var high, low float64
+	if flags&2 != 0 {
+		high, low = 0.75, 0.5
+		opts = append(opts, pages.WithWatermarks(high, low))
+	}
+	types := make([]model.Type, len(fuzzTypes))
+	for i, ct := range fuzzTypes {
+		types[i] = model.Type{Priority: ct.Priority, Evictable: ct.Evictable}
+	}
+	w.m = model.NewRegion[pages.Run](fuzzPages, w.fit == pages.FirstFit, types, high, low)
+	var foreign pages.Run
+	w.p, foreign = fuzzPool(t, opts)
+	return w, foreign
 }
 
 func (w *fuzzRun) hear(r pages.Run, c pages.Content) {
@@ -158,11 +159,11 @@ func (w *fuzzRun) evict(t *testing.T, step, n int) []*model.Run[pages.Run] {
 
 // checkStats compares the Pool's Stats with the model's (want), and its
 // Snapshot with its Stats.
-func checkStats(p *pages.Pool, m *model.Region[pages.Run], fit pages.Fit) error {
-	if got, want := p.Stats(), want(m, fuzzPageSize, fit); got != want {
+func (w *fuzzRun) checkStats() error {
+	if got, want := w.p.Stats(), want(w.m, fuzzPageSize, w.fit); got != want {
 		return fmt.Errorf("stats\n got %+v\nwant %+v", got, want)
 	}
-	if snap, st := p.Snapshot(), p.Stats(); snap != st {
+	if snap, st := w.p.Snapshot(), w.p.Stats(); snap != st {
 		return fmt.Errorf("snapshot after Stats\n got %+v\nwant %+v", snap, st)
 	}
 	return nil
@@ -209,11 +210,8 @@ func FuzzOps(f *testing.F) {
 			return
 		}
 		const n = fuzzPages
-		fit, high, low, opts := fuzzConfig(data[0])
-		m := fuzzModel(fit, high, low)
-		w := &fuzzRun{m: m}
-		p, foreign := fuzzPool(t, append(opts, pages.WithEvictFunc(w.hear)))
-		w.p = p
+		w, foreign := newFuzzRun(t, data[0])
+		p, m := w.p, w.m
 		tag := byte(0)
 
 		src := model.NewBytes(data[1:])
@@ -293,7 +291,7 @@ func FuzzOps(f *testing.F) {
 						step, x.Key, first, got, c, pins, err, cerr, perr, *x)
 				}
 			}
-			if err := checkStats(p, m, fit); err != nil {
+			if err := w.checkStats(); err != nil {
 				t.Fatalf("step %d (op %+v): %v", step, op, err)
 			}
 		}
@@ -304,7 +302,7 @@ func FuzzOps(f *testing.F) {
 			}
 			m.Drop(x, false)
 		}
-		if err := checkStats(p, m, fit); err != nil {
+		if err := w.checkStats(); err != nil {
 			t.Fatalf("after freeing everything: %v", err)
 		}
 		if st := p.Stats(); st.FreeRuns != 1 || st.LargestFree != n {
