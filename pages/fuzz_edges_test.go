@@ -158,17 +158,6 @@ func FuzzEdges(f *testing.F) {
 				t.Fatalf("step %d (op %d): %v", step, op&7, err)
 			}
 		}
-		for _, x := range m.InOrder() {
-			if err := p.Free(x.Key); err != nil {
-				t.Fatalf("freeing the rest: %v", err)
-			}
-			m.Drop(x, false)
-		}
-		if err := w.checkStats(); err != nil {
-			t.Fatalf("after freeing everything: %v", err)
-		}
-		if st := p.Stats(); st.FreeRuns != 1 || st.LargestFree != n {
-			t.Fatalf("after freeing everything the free space is %d runs, the longest %d pages", st.FreeRuns, st.LargestFree)
-		}
+		w.freeAll(t)
 	})
 }

@@ -157,6 +157,25 @@ func (w *fuzzRun) evict(t *testing.T, step, n int) []*model.Run[pages.Run] {
 	return evicted
 }
 
+// freeAll frees every live run and checks that the accounting matches the
+// model and the region is one free run again.
+func (w *fuzzRun) freeAll(t *testing.T) {
+	t.Helper()
+	for len(w.m.Live) > 0 {
+		x := w.m.Live[0]
+		if err := w.p.Free(x.Key); err != nil {
+			t.Fatalf("freeing the rest: %v", err)
+		}
+		w.m.Drop(x, false)
+	}
+	if err := w.checkStats(); err != nil {
+		t.Fatalf("after freeing everything: %v", err)
+	}
+	if st := w.p.Stats(); st.FreeRuns != 1 || st.LargestFree != fuzzPages {
+		t.Fatalf("after freeing everything the free space is %d runs, the longest %d pages", st.FreeRuns, st.LargestFree)
+	}
+}
+
 // checkStats compares the Pool's Stats with the model's (want), and its
 // Snapshot with its Stats.
 func (w *fuzzRun) checkStats() error {
@@ -209,7 +228,6 @@ func FuzzOps(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		const n = fuzzPages
 		w, foreign := newFuzzRun(t, data[0])
 		p, m := w.p, w.m
 		tag := byte(0)
@@ -295,18 +313,6 @@ func FuzzOps(f *testing.F) {
 				t.Fatalf("step %d (op %+v): %v", step, op, err)
 			}
 		}
-		for len(m.Live) > 0 {
-			x := m.Live[0]
-			if err := p.Free(x.Key); err != nil {
-				t.Fatalf("freeing the rest: %v", err)
-			}
-			m.Drop(x, false)
-		}
-		if err := w.checkStats(); err != nil {
-			t.Fatalf("after freeing everything: %v", err)
-		}
-		if st := p.Stats(); st.FreeRuns != 1 || st.LargestFree != n {
-			t.Fatalf("after freeing everything the free space is %d runs, the longest %d pages", st.FreeRuns, st.LargestFree)
-		}
+		w.freeAll(t)
 	})
 }
