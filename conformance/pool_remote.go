@@ -75,32 +75,22 @@ func checkExhaustion(r *plRun) error {
 	s := r.x
 	n := capacityOf(s)
 	hs := make([]pool.Handle, n)
-	if err := s.AllocChunk(hs); err != nil {
-		return violationf(ErrContract, "AllocChunk(%d): %v", n, err)
-	}
+	mustOK(fmt.Sprintf("AllocChunk(%d)", n), s.AllocChunk(hs))
 	_, errAlloc := s.Alloc()
 	_, _, errAllocBytes := s.AllocBytes()
-	if err := allFail(pool.ErrExhausted, "on an empty pool", []call{{"Alloc", errAlloc}, {"AllocBytes", errAllocBytes}}); err != nil {
-		return err
-	}
+	must(allFail(pool.ErrExhausted, "on an empty pool", []call{{"Alloc", errAlloc}, {"AllocBytes", errAllocBytes}}))
 	for _, h := range hs[:2] {
-		if err := s.Free(h); err != nil {
-			return violationf(ErrContract, "Free: %v", err)
-		}
+		mustOK("Free", s.Free(h))
 	}
 	three := make([]pool.Handle, 3)
-	if err := s.AllocChunk(three); !errors.Is(err, pool.ErrExhausted) {
-		return violationf(ErrContract, "AllocChunk(3) with 2 free = %v, want pool.ErrExhausted", err)
-	}
+	err := s.AllocChunk(three)
+	require(errors.Is(err, pool.ErrExhausted), ErrContract, "AllocChunk(3) with 2 free = %v, want pool.ErrExhausted", err)
 	if err := statsWant(s, n-2, uint64(n), 2, 0); err != nil {
 		return fmt.Errorf("after a failed AllocChunk, nothing may be allocated: %w", err)
 	}
-	if err := s.AllocChunk(three[:2]); err != nil {
-		return violationf(ErrContract, "AllocChunk(2) with 2 free: %v", err)
-	}
-	if hw := s.Stats().HighWater; hw != n {
-		return violationf(ErrAccounting, "HighWater = %d, want %d", hw, n)
-	}
+	mustOK("AllocChunk(2) with 2 free", s.AllocChunk(three[:2]))
+	hw := s.Stats().HighWater
+	require(hw == n, ErrAccounting, "HighWater = %d, want %d", hw, n)
 	return statsWant(s, n, uint64(n)+2, 2, 0)
 }
 

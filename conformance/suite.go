@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,7 +262,7 @@ func (s suite[X]) runCase(c testCase[X], build func() (X, error), timeout time.D
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				done <- violationf(ErrContract, "panic: %v\n%s", p, debug.Stack())
+				done <- caught(p)
 			}
 		}()
 		done <- c.run(r)
@@ -383,7 +382,7 @@ func (c *crew) Go(f func() error) {
 		defer c.running.Add(-1)
 		defer func() {
 			if p := recover(); p != nil {
-				c.fail(violationf(ErrContract, "panic: %v\n%s", p, debug.Stack()))
+				c.fail(caught(p))
 			}
 		}()
 		if err := f(); err != nil {

@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 )
 
 // The kinds of violation. Every *Violation wraps one of them.
@@ -63,6 +64,43 @@ func (v *Violation) Unwrap() error { return v.Err }
 // violationf builds a case's error: kind is one of the Err kinds.
 func violationf(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))
+}
+
+// failure carries a failed check up the stack of the goroutine that made
+// it, to the recover in runCase (the case's goroutine) or crew.Go (its
+// helpers): a check that fails ends the case at once, the way t.FailNow
+// ends a test, so that each check is one line. A failure never leaves this
+// package: every goroutine that makes checks recovers it, and no check is
+// made inside a function a component calls back (a sink, an eviction
+// callback), whose unwinding would run through the component's frames.
+type failure struct{ err error }
+
+// must ends the case with err, a violation or an error to report as it
+// is, unless err is nil.
+func must(err error) {
+	if err != nil {
+		panic(failure{err})
+	}
+}
+
+// mustOK ends the case with a contract violation for what's error, unless
+// err is nil.
+func mustOK(what string, err error) { must(contractErr(what, err)) }
+
+// require ends the case with a violation of kind unless ok.
+func require(ok bool, kind error, format string, args ...any) {
+	if !ok {
+		panic(failure{violationf(kind, format, args...)})
+	}
+}
+
+// caught turns what a case's goroutine recovered into the error to report:
+// a failed check's error, or a violation for a panic.
+func caught(p any) error {
+	if f, ok := p.(failure); ok {
+		return f.err
+	}
+	return violationf(ErrContract, "panic: %v\n%s", p, debug.Stack())
 }
 
 // refusedOr is the violation of a call the model says must succeed: err,
