@@ -139,18 +139,15 @@ func disjoint(base, seed uint64, bufs func(write bool) ([][]byte, error), lost f
 	for pass := range uint64(2) {
 		rng := rand.New(rand.NewPCG(base+pass, seed))
 		bs, err := bufs(true)
-		if err != nil {
-			return err
-		}
+		must(err)
 		for _, b := range bs {
 			for i := range b {
 				b[i] = byte(rng.Uint32())
 			}
 		}
 		rng = rand.New(rand.NewPCG(base+pass, seed))
-		if bs, err = bufs(false); err != nil {
-			return err
-		}
+		bs, err = bufs(false)
+		must(err)
 		for k, b := range bs {
 			for i, v := range b {
 				if v != byte(rng.Uint32()) {
@@ -223,19 +220,14 @@ const wrapCycles = 1<<16 + 1
 func wrapCycle[H any](ctx context.Context, allocWhat, freeWhat string, alloc func() (H, error), free func(H) error) ([]H, error) {
 	var olds []H
 	for i := range wrapCycles {
-		if i%4096 == 0 && ctx.Err() != nil {
-			return nil, violationf(ErrDeadlock, "cycle %d: stopped by the watchdog", i)
-		}
+		require(i%4096 != 0 || ctx.Err() == nil, ErrDeadlock, "cycle %d: stopped by the watchdog", i)
 		h, err := alloc()
-		if err != nil {
-			return nil, violationf(ErrContract, "cycle %d: %s: %v", i, allocWhat, err)
-		}
+		require(err == nil, ErrContract, "cycle %d: %s: %v", i, allocWhat, err)
 		if i < 2 || i%4096 == 0 || i >= wrapCycles-(1<<15)-2 && i <= wrapCycles-(1<<15)+1 {
 			olds = append(olds, h)
 		}
-		if err := free(h); err != nil {
-			return nil, violationf(ErrContract, "cycle %d: %s: %v", i, freeWhat, err)
-		}
+		err = free(h)
+		require(err == nil, ErrContract, "cycle %d: %s: %v", i, freeWhat, err)
 	}
 	return olds, nil
 }
@@ -262,9 +254,8 @@ func foreignAcross[M idModel[B], B any](models []M, noun string, each func(k int
 	placed := make([][]B, len(models))
 	for k, m := range models {
 		var err error
-		if placed[k], err = m.placeSame(k); err != nil {
-			return err
-		}
+		placed[k], err = m.placeSame(k)
+		must(err)
 	}
 	for k, m := range models {
 		for j, bs := range placed {
@@ -272,24 +263,18 @@ func foreignAcross[M idModel[B], B any](models []M, noun string, each func(k int
 				continue
 			}
 			for _, b := range bs {
-				if err := m.refusedForeign(fmt.Sprintf("a %s of allocator %d, given to allocator %d,", noun, j, k), b); err != nil {
-					return err
-				}
+				must(m.refusedForeign(fmt.Sprintf("a %s of allocator %d, given to allocator %d,", noun, j, k), b))
 			}
 		}
 	}
 	for k, m := range models {
 		for _, b := range placed[k] {
 			if err := m.intact(b); err != nil {
-				return fmt.Errorf("allocator %d: %w", k, err)
+				must(fmt.Errorf("allocator %d: %w", k, err))
 			}
 		}
-		if err := m.check(fmt.Sprintf("allocator %d, after the others' %ss were refused", k, noun)); err != nil {
-			return err
-		}
-		if err := each(k, m); err != nil {
-			return err
-		}
+		must(m.check(fmt.Sprintf("allocator %d, after the others' %ss were refused", k, noun)))
+		must(each(k, m))
 	}
 	return nil
 }
@@ -302,35 +287,23 @@ func closedIdentity[X interface{ Close() error }, M idModel[B], B any](r *run[X]
 	var olds []B
 	for k := range 3 {
 		x, err := r.another()
-		if err != nil {
-			return err
-		}
+		must(err)
 		m, err := model(x)
-		if err != nil {
-			return err
-		}
+		must(err)
 		bs, err := m.placeSame(k)
-		if err != nil {
-			return err
-		}
+		must(err)
 		for _, o := range olds {
-			if err := m.refusedForeign(fmt.Sprintf("a %s of an allocator closed before allocator %d was made,", noun, k), o); err != nil {
-				return err
-			}
+			must(m.refusedForeign(fmt.Sprintf("a %s of an allocator closed before allocator %d was made,", noun, k), o))
 		}
 		after := fmt.Sprintf("allocator %d, after the %ss of closed allocators were refused", k, noun)
 		for _, b := range bs {
 			if err := m.intact(b); err != nil {
-				return fmt.Errorf("%s: %w", after, err)
+				must(fmt.Errorf("%s: %w", after, err))
 			}
 		}
-		if err := m.check(after); err != nil {
-			return err
-		}
+		must(m.check(after))
 		olds = append(olds, bs...)
-		if err := x.Close(); err != nil {
-			return violationf(ErrContract, "Close: %v", err)
-		}
+		mustOK("Close", x.Close())
 	}
 	return nil
 }
