@@ -16,9 +16,7 @@ func checkFresh(r *plRun) error {
 	fifo := s.order() == pool.FIFO
 	for i := range n {
 		h, err := s.Alloc()
-		if err != nil {
-			return violationf(ErrContract, "Alloc %d of %d: %v", i+1, n, err)
-		}
+		mustOK(fmt.Sprintf("Alloc %d of %d", i+1, n), err)
 		want := i
 		if fifo {
 			want = n - 1 - i
@@ -27,48 +25,41 @@ func checkFresh(r *plRun) error {
 			return violationf(ErrOrder, "%v pool's allocation %d is block %d, want %d", s.order(), i, h.Index(), want)
 		}
 	}
-	if _, err := s.Alloc(); !errors.Is(err, pool.ErrExhausted) {
-		return violationf(ErrDuplicated, "Alloc on a pool with every block live = %v, want pool.ErrExhausted", err)
-	}
-	if err := statsWant(s, n, uint64(n), 0, 0); err != nil {
-		return err
-	}
-	return freshZeroed(r)
+	_, err := s.Alloc()
+	require(errors.Is(err, pool.ErrExhausted), ErrDuplicated, "Alloc on a pool with every block live = %v, want pool.ErrExhausted", err)
+	must(statsWant(s, n, uint64(n), 0, 0))
+	freshZeroed(r)
+	return nil
 }
 
 // freshZeroed checks that a fresh pool's blocks read as zero, also pools
 // made after others were written all over and closed, while from none to
 // several others are live.
-func freshZeroed(r *plRun) error {
+func freshZeroed(r *plRun) {
 	// dirty allocates every block of pool number k, checks that they read
 	// as zero and then writes k all over them. marks are the numbers of
 	// the live pools: a byte of one of them is their memory showing
 	// through.
-	dirty := func(s subject, k int, marks []byte) error {
+	dirty := func(s subject, k int, marks []byte) {
 		var blocks [][]byte
 		for range capacityOf(s) {
 			_, b, err := s.AllocBytes()
 			if errors.Is(err, pool.ErrExhausted) {
 				break
 			}
-			if err != nil {
-				return violationf(ErrContract, "AllocBytes: %v", err)
-			}
+			mustOK("AllocBytes", err)
 			blocks = append(blocks, b)
 		}
 		for i, b := range blocks {
 			if j, ok := check(b, 0); !ok {
-				if slices.Contains(marks, b[j]) {
-					return violationf(ErrAliased, "byte %d of block %d of pool %d is %#x, written into a block of another live pool", j, i, k, b[j])
-				}
-				return violationf(ErrContract, "byte %d of block %d of pool %d, made while %d others were live and after others were written all over and closed, is %#x, want 0",
-					j, i, k, len(marks), b[j])
+				require(!slices.Contains(marks, b[j]), ErrAliased, "byte %d of block %d of pool %d is %#x, written into a block of another live pool", j, i, k, b[j])
+				must(violationf(ErrContract, "byte %d of block %d of pool %d, made while %d others were live and after others were written all over and closed, is %#x, want 0",
+					j, i, k, len(marks), b[j]))
 			}
 		}
 		for _, b := range blocks {
 			fill(b, byte(k))
 		}
-		return nil
 	}
 	live := []subject{r.x}
 	marks := []byte{1} // r.x's blocks were never written
@@ -80,17 +71,12 @@ func freshZeroed(r *plRun) error {
 		}
 		for range wave.add {
 			p, err := r.another()
-			if err != nil {
-				return err
-			}
+			must(err)
 			made++
-			if err := dirty(p, made, marks); err != nil {
-				return err
-			}
+			dirty(p, made, marks)
 			live, marks = append(live, p), append(marks, byte(made))
 		}
 	}
-	return nil
 }
 
 func checkOrder(r *plRun) error { return reuseOrder(r.ctx, r.x) }
@@ -103,9 +89,8 @@ func checkOrder(r *plRun) error { return reuseOrder(r.ctx, r.x) }
 func reuseOrder(ctx context.Context, s subject) error {
 	n := capacityOf(s)
 	order := s.order()
-	if st := s.Stats(); st.Order != order {
-		return violationf(ErrOrder, "Stats().Order = %v, the policy says %v", st.Order, order)
-	}
+	st := s.Stats()
+	require(st.Order == order, ErrOrder, "Stats().Order = %v, the policy says %v", st.Order, order)
 	bd, bounded := s.bounds()
 	model := make([]int, 0, n)
 	for i := n - 1; i >= 0; i-- {
@@ -121,9 +106,7 @@ func reuseOrder(ctx context.Context, s subject) error {
 		return i
 	}
 	snd, err := s.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var live []pool.Handle
 	pick := func(k int) []pool.Handle {
@@ -136,48 +119,34 @@ func reuseOrder(ctx context.Context, s subject) error {
 		return chunk
 	}
 	for step := range 4000 {
-		if ctx.Err() != nil {
-			return violationf(ErrDeadlock, "step %d: stopped by the watchdog", step)
-		}
+		require(ctx.Err() == nil, ErrDeadlock, "step %d: stopped by the watchdog", step)
 		switch op := rng.IntN(20); {
 		case op < 8: // one allocation
 			h, err := s.Alloc()
 			if len(model) == 0 {
-				if !errors.Is(err, pool.ErrExhausted) {
-					return violationf(ErrDuplicated, "step %d: Alloc with no block free = (%v, %v), want pool.ErrExhausted", step, h, err)
-				}
+				require(errors.Is(err, pool.ErrExhausted), ErrDuplicated, "step %d: Alloc with no block free = (%v, %v), want pool.ErrExhausted", step, h, err)
 				continue
 			}
-			if err != nil {
-				return violationf(ErrContract, "step %d: Alloc with %d blocks free: %v", step, len(model), err)
-			}
-			if want := take(); h.Index() != want {
-				return violationf(ErrOrder, "step %d: %v reuse gave block %d, the free list's %s is block %d", step, order, h.Index(), end(order), want)
-			}
+			require(err == nil, ErrContract, "step %d: Alloc with %d blocks free: %v", step, len(model), err)
+			want := take()
+			require(h.Index() == want, ErrOrder, "step %d: %v reuse gave block %d, the free list's %s is block %d", step, order, h.Index(), end(order), want)
 			live = append(live, h)
 		case op < 10 && len(model) > 0: // a chunk
 			dst := make([]pool.Handle, 1+rng.IntN(min(len(model), 8)))
-			if err := s.AllocChunk(dst); err != nil {
-				return violationf(ErrContract, "step %d: AllocChunk(%d) with %d free: %v", step, len(dst), len(model), err)
-			}
+			mustOK(fmt.Sprintf("step %d: AllocChunk(%d) with %d free", step, len(dst), len(model)), s.AllocChunk(dst))
 			for k, h := range dst {
-				if want := take(); h.Index() != want {
-					return violationf(ErrOrder, "step %d: %v reuse gave block %d as item %d of a chunk, the free list's %s is block %d", step, order, h.Index(), k, end(order), want)
-				}
+				want := take()
+				require(h.Index() == want, ErrOrder, "step %d: %v reuse gave block %d as item %d of a chunk, the free list's %s is block %d", step, order, h.Index(), k, end(order), want)
 			}
 			live = append(live, dst...)
 		case op < 15 && len(live) > 0: // local frees
 			for _, h := range pick(1 + rng.IntN(min(len(live), 3))) {
-				if err := s.Free(h); err != nil {
-					return violationf(ErrContract, "step %d: Free: %v", step, err)
-				}
+				mustOK(fmt.Sprintf("step %d: Free", step), s.Free(h))
 				model = append(model, h.Index())
 			}
 		case op < 17 && len(live) > 0: // a local chunk
 			chunk := pick(1 + rng.IntN(min(len(live), 8)))
-			if err := s.FreeChunk(chunk); err != nil {
-				return violationf(ErrContract, "step %d: FreeChunk: %v", step, err)
-			}
+			mustOK(fmt.Sprintf("step %d: FreeChunk", step), s.FreeChunk(chunk))
 			for _, h := range chunk {
 				model = append(model, h.Index())
 			}
@@ -187,9 +156,7 @@ func reuseOrder(ctx context.Context, s subject) error {
 				k = min(k, bd.Capacity)
 			}
 			chunk := pick(k)
-			if err := snd.FreeChunk(chunk); err != nil {
-				return violationf(ErrContract, "step %d: sender FreeChunk: %v", step, err)
-			}
+			mustOK(fmt.Sprintf("step %d: sender FreeChunk", step), snd.FreeChunk(chunk))
 			if err := drainAll(s, k, "remotely freed blocks"); err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
@@ -203,13 +170,10 @@ func reuseOrder(ctx context.Context, s subject) error {
 	// them in its order.
 	if len(model) > 0 {
 		dst := make([]pool.Handle, len(model))
-		if err := s.AllocChunk(dst); err != nil {
-			return violationf(ErrContract, "AllocChunk of every free block: %v", err)
-		}
+		mustOK("AllocChunk of every free block", s.AllocChunk(dst))
 		for k, h := range dst {
-			if want := take(); h.Index() != want {
-				return violationf(ErrOrder, "%v reuse gave block %d as item %d of a chunk, the free list's %s is block %d", order, h.Index(), k, end(order), want)
-			}
+			want := take()
+			require(h.Index() == want, ErrOrder, "%v reuse gave block %d as item %d of a chunk, the free list's %s is block %d", order, h.Index(), k, end(order), want)
 		}
 		live = append(live, dst...)
 	}
@@ -219,22 +183,15 @@ func reuseOrder(ctx context.Context, s subject) error {
 	}
 	backlog := pick(k)
 	for _, h := range backlog {
-		if err := snd.Free(h); err != nil {
-			return violationf(ErrContract, "sender Free %d of a backlog of %d: %v", len(model), k, err)
-		}
+		mustOK(fmt.Sprintf("sender Free %d of a backlog of %d", len(model), k), snd.Free(h))
 		model = append(model, h.Index())
 	}
-	if err := drainAll(s, k, "remotely freed blocks of a backlog"); err != nil {
-		return err
-	}
+	must(drainAll(s, k, "remotely freed blocks of a backlog"))
 	for i := range k {
 		h, err := s.Alloc()
-		if err != nil {
-			return violationf(ErrContract, "Alloc %d after a backlog of %d: %v", i, k, err)
-		}
-		if want := take(); h.Index() != want {
-			return violationf(ErrOrder, "after a sender freed a backlog of %d blocks one by one, %v reuse gave block %d, the free list's %s is block %d: the drains did not free them in the sender's order", k, order, h.Index(), end(order), want)
-		}
+		mustOK(fmt.Sprintf("Alloc %d after a backlog of %d", i, k), err)
+		want := take()
+		require(h.Index() == want, ErrOrder, "after a sender freed a backlog of %d blocks one by one, %v reuse gave block %d, the free list's %s is block %d: the drains did not free them in the sender's order", k, order, h.Index(), end(order), want)
 	}
 	return nil
 }
@@ -251,89 +208,53 @@ func checkStale(r *plRun) error {
 	s := r.x
 	n := capacityOf(s)
 	hs := make([]pool.Handle, n)
-	if err := s.AllocChunk(hs); err != nil {
-		return violationf(ErrContract, "AllocChunk: %v", err)
-	}
+	mustOK("AllocChunk", s.AllocChunk(hs))
 	old := hs[3]
-	if err := s.Free(old); err != nil {
-		return violationf(ErrContract, "Free: %v", err)
-	}
+	mustOK("Free", s.Free(old))
 	if err := wantIs("second Free of a handle", s.Free(old), pool.ErrStaleHandle); err != nil {
 		return fmt.Errorf("%w (%w)", ErrAliased, err)
 	}
-	if b, err := s.Bytes(old); err == nil || b != nil {
-		return violationf(ErrAliased, "Bytes of a freed handle = (%d bytes, %v), want pool.ErrStaleHandle", len(b), err)
-	}
+	b, err := s.Bytes(old)
+	require(err != nil && b == nil, ErrAliased, "Bytes of a freed handle = (%d bytes, %v), want pool.ErrStaleHandle", len(b), err)
 	// The only free block is old's: the next allocation reuses it.
 	h, err := s.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc: %v", err)
-	}
-	if h == old {
-		return violationf(ErrAliased, "reuse gave %v, equal to the freed handle: the old handle would reach the new owner's block", h)
-	}
-	if h.Index() != old.Index() {
-		return violationf(ErrOrder, "the only free block is %d, but Alloc gave %v", old.Index(), h)
-	}
+	mustOK("Alloc", err)
+	require(h != old, ErrAliased, "reuse gave %v, equal to the freed handle: the old handle would reach the new owner's block", h)
+	require(h.Index() == old.Index(), ErrOrder, "the only free block is %d, but Alloc gave %v", old.Index(), h)
 	mem, err := s.Bytes(h)
-	if err != nil {
-		return violationf(ErrContract, "Bytes of the new handle: %v", err)
-	}
+	mustOK("Bytes of the new handle", err)
 	fill(mem, 0x5a)
-	if err := refusedBytesFree(s, "the old handle after reuse", old, pool.ErrStaleHandle); err != nil {
-		return err
-	}
-	if _, ok := check(mem, 0x5a); !ok {
-		return violationf(ErrAliased, "the new owner's block changed")
-	}
-	if _, err := s.Bytes(h); err != nil {
-		return violationf(ErrAliased, "the new handle stopped working after stale calls: %v", err)
-	}
-	if err := statsWant(s, n, uint64(n)+1, 1, 4); err != nil {
-		return err
-	}
+	must(refusedBytesFree(s, "the old handle after reuse", old, pool.ErrStaleHandle))
+	_, ok := check(mem, 0x5a)
+	require(ok, ErrAliased, "the new owner's block changed")
+	_, err = s.Bytes(h)
+	require(err == nil, ErrAliased, "the new handle stopped working after stale calls: %v", err)
+	must(statsWant(s, n, uint64(n)+1, 1, 4))
 	// Every time: hundreds of frees and reuses of many blocks, each
 	// handle tried on every path once stale, the old ones again at the end.
-	if err := s.FreeChunk(hs[n/2:]); err != nil {
-		return violationf(ErrContract, "FreeChunk: %v", err)
-	}
+	mustOK("FreeChunk", s.FreeChunk(hs[n/2:]))
 	snd, err := s.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	var olds []pool.Handle
 	rejected := uint64(4)
 	for i := range 600 {
 		h, err := s.Alloc()
-		if err != nil {
-			return violationf(ErrContract, "Alloc: %v", err)
-		}
-		if err := s.Free(h); err != nil {
-			return violationf(ErrContract, "Free: %v", err)
-		}
+		mustOK("Alloc", err)
+		mustOK("Free", s.Free(h))
 		var rej *pool.RejectedError
-		if err := s.Free(h); !errors.Is(err, pool.ErrStaleHandle) {
-			return violationf(ErrAliased, "round %d: Free of a just-freed handle = %v, want pool.ErrStaleHandle", i, err)
-		}
-		if b, err := s.Bytes(h); !errors.Is(err, pool.ErrStaleHandle) || b != nil {
-			return violationf(ErrAliased, "round %d: Bytes of a just-freed handle = (%d bytes, %v), want pool.ErrStaleHandle", i, len(b), err)
-		}
-		if err := s.FreeChunk([]pool.Handle{h}); !errors.As(err, &rej) || rej.Rejected != 1 || !errors.Is(err, pool.ErrStaleHandle) {
-			return violationf(ErrAliased, "round %d: FreeChunk of a just-freed handle = %v, want a *pool.RejectedError of one stale handle", i, err)
-		}
+		err = s.Free(h)
+		require(errors.Is(err, pool.ErrStaleHandle), ErrAliased, "round %d: Free of a just-freed handle = %v, want pool.ErrStaleHandle", i, err)
+		b, err := s.Bytes(h)
+		require(errors.Is(err, pool.ErrStaleHandle) && b == nil, ErrAliased, "round %d: Bytes of a just-freed handle = (%d bytes, %v), want pool.ErrStaleHandle", i, len(b), err)
+		err = s.FreeChunk([]pool.Handle{h})
+		require(errors.As(err, &rej) && rej.Rejected == 1 && errors.Is(err, pool.ErrStaleHandle), ErrAliased, "round %d: FreeChunk of a just-freed handle = %v, want a *pool.RejectedError of one stale handle", i, err)
 		rejected += 3
 		if i%50 == 0 {
-			if err := snd.Free(h); err != nil {
-				return violationf(ErrContract, "sender Free: %v", err)
-			}
+			mustOK("sender Free", snd.Free(h))
 			before := s.Stats().RemoteDrained
 			m, err := s.Drain()
-			if s.Stats().RemoteDrained == before {
-				return violationf(ErrLost, "round %d: a Drain after a sender's Free returned took nothing", i)
-			}
-			if !errors.As(err, &rej) || !errors.Is(err, pool.ErrStaleHandle) || m != 0 {
-				return violationf(ErrAliased, "round %d: a drain of a remotely freed stale handle = (%d, %v), want (0, a *pool.RejectedError of a stale handle)", i, m, err)
-			}
+			require(s.Stats().RemoteDrained != before, ErrLost, "round %d: a Drain after a sender's Free returned took nothing", i)
+			require(errors.As(err, &rej) && errors.Is(err, pool.ErrStaleHandle) && m == 0, ErrAliased, "round %d: a drain of a remotely freed stale handle = (%d, %v), want (0, a *pool.RejectedError of a stale handle)", i, m, err)
 			rejected++
 		}
 		if len(olds) < 64 {
@@ -341,15 +262,13 @@ func checkStale(r *plRun) error {
 		}
 	}
 	for _, h := range olds {
-		if err := s.Free(h); !errors.Is(err, pool.ErrStaleHandle) {
-			return violationf(ErrAliased, "Free of a handle stale since hundreds of reuses = %v, want pool.ErrStaleHandle", err)
-		}
+		err := s.Free(h)
+		require(errors.Is(err, pool.ErrStaleHandle), ErrAliased, "Free of a handle stale since hundreds of reuses = %v, want pool.ErrStaleHandle", err)
 		rejected++
 	}
-	if err := statsWant(s, n/2, uint64(n)+1+600, uint64(n-n/2)+1+600, rejected); err != nil {
-		return err
-	}
-	return poolWrap(r)
+	must(statsWant(s, n/2, uint64(n)+1+600, uint64(n-n/2)+1+600, rejected))
+	poolWrap(r)
+	return nil
 }
 
 // poolWrap allocates and frees one block of a fresh pool wrapCycles
@@ -357,86 +276,57 @@ func checkStale(r *plRun) error {
 // whatever the reuse order, and checks that handles from the first cycles,
 // and from 2^15 cycles before the last, are still stale: a generation kept
 // in 16 bits would make them the block's current handle.
-func poolWrap(r *plRun) error {
+func poolWrap(r *plRun) {
 	s, err := r.another()
-	if err != nil {
-		return err
-	}
+	must(err)
 	n := capacityOf(s)
-	if err := s.AllocChunk(make([]pool.Handle, n-1)); err != nil {
-		return violationf(ErrContract, "AllocChunk(%d) on a fresh pool of %d blocks: %v", n-1, n, err)
-	}
+	mustOK(fmt.Sprintf("AllocChunk(%d) on a fresh pool of %d blocks", n-1, n), s.AllocChunk(make([]pool.Handle, n-1)))
 	olds, err := wrapCycle(r.ctx, "Alloc with one block free", "Free of the block just allocated", s.Alloc, s.Free)
-	if err != nil {
-		return err
-	}
+	must(err)
 	cur, err := s.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc with one block free: %v", err)
-	}
+	mustOK("Alloc with one block free", err)
 	mem, err := s.Bytes(cur)
-	if err != nil {
-		return violationf(ErrContract, "Bytes of a live handle: %v", err)
-	}
+	mustOK("Bytes of a live handle", err)
 	fill(mem, 0x3c)
 	for _, old := range olds {
-		if old == cur {
-			return violationf(ErrAliased, "after %d allocations and frees of one block, its handle is %v, equal to a handle freed thousands of allocations ago: the generation wrapped, and the old handle frees the block's current owner", wrapCycles, old)
-		}
-		if err := refusedBytesFree(s, fmt.Sprintf("a handle freed up to %d allocations of its block ago", wrapCycles), old, pool.ErrStaleHandle); err != nil {
-			return err
-		}
+		require(old != cur, ErrAliased, "after %d allocations and frees of one block, its handle is %v, equal to a handle freed thousands of allocations ago: the generation wrapped, and the old handle frees the block's current owner", wrapCycles, old)
+		must(refusedBytesFree(s, fmt.Sprintf("a handle freed up to %d allocations of its block ago", wrapCycles), old, pool.ErrStaleHandle))
 	}
-	if mem2, err := s.Bytes(cur); err != nil || len(mem2) != len(mem) || &mem2[0] != &mem[0] {
-		return violationf(ErrAliased, "the live handle %v no longer reaches its block after stale handles of it were refused: %v", cur, err)
-	}
-	if j, ok := check(mem, 0x3c); !ok {
-		return violationf(ErrAliased, "byte %d of the live block changed while stale handles of it were refused", j)
-	}
-	return nil
+	mem2, err := s.Bytes(cur)
+	require(err == nil && len(mem2) == len(mem) && &mem2[0] == &mem[0], ErrAliased, "the live handle %v no longer reaches its block after stale handles of it were refused: %v", cur, err)
+	j, ok := check(mem, 0x3c)
+	require(ok, ErrAliased, "byte %d of the live block changed while stale handles of it were refused", j)
 }
 
 // poolClosedIdentity: the handles of a closed pool are foreign to pools
 // made after it, also when those hand out the very same blocks (a pool
 // that recycles the ids of closed ones would hand out equal handles).
-func poolClosedIdentity(r *plRun) error {
+func poolClosedIdentity(r *plRun) {
 	var olds []pool.Handle
 	for k := range 3 {
 		s, err := r.another()
-		if err != nil {
-			return err
-		}
+		must(err)
 		hs := make([]pool.Handle, 3)
-		if err := s.AllocChunk(hs); err != nil {
-			return violationf(ErrContract, "pool %d: AllocChunk(3) on a fresh pool: %v", k, err)
-		}
+		mustOK(fmt.Sprintf("pool %d: AllocChunk(3) on a fresh pool", k), s.AllocChunk(hs))
 		for _, h := range hs {
 			mem, err := s.Bytes(h)
-			if err != nil {
-				return violationf(ErrContract, "pool %d: Bytes of a live handle: %v", k, err)
-			}
+			mustOK(fmt.Sprintf("pool %d: Bytes of a live handle", k), err)
 			fill(mem, byte(k+1))
 		}
 		for _, old := range olds {
 			if err := refusedBytesFree(s, "a handle of a pool closed before it was made", old, pool.ErrForeignHandle); err != nil {
-				return fmt.Errorf("pool %d: %w", k, err)
+				must(fmt.Errorf("pool %d: %w", k, err))
 			}
 		}
 		for _, h := range hs {
 			mem, err := s.Bytes(h)
-			if err != nil {
-				return violationf(ErrAliased, "pool %d: a live handle was refused after handles of closed pools were: %v", k, err)
-			}
-			if j, ok := check(mem, byte(k+1)); !ok {
-				return violationf(ErrAliased, "pool %d: byte %d of a live block changed while handles of closed pools were refused", k, j)
-			}
+			require(err == nil, ErrAliased, "pool %d: a live handle was refused after handles of closed pools were: %v", k, err)
+			j, ok := check(mem, byte(k+1))
+			require(ok, ErrAliased, "pool %d: byte %d of a live block changed while handles of closed pools were refused", k, j)
 		}
 		olds = append(olds, hs...)
-		if err := s.Close(); err != nil {
-			return violationf(ErrContract, "pool %d: Close: %v", k, err)
-		}
+		mustOK(fmt.Sprintf("pool %d: Close", k), s.Close())
 	}
-	return nil
 }
 
 // refusedBytesFree checks that Bytes, then Free, refuse h, what, with want,
@@ -456,63 +346,45 @@ func checkForeign(r *plRun) error {
 	pools := []subject{s}
 	for range 2 {
 		o, err := r.another()
-		if err != nil {
-			return err
-		}
+		must(err)
 		pools = append(pools, o)
 	}
 	o := pools[1]
 	foreign, err := o.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc on the other pool: %v", err)
-	}
+	mustOK("Alloc on the other pool", err)
 	mine, err := s.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc: %v", err)
-	}
-	if foreign.Index() != mine.Index() {
-		return violationf(ErrContract, "two fresh pools of one kind started at blocks %d and %d", foreign.Index(), mine.Index())
-	}
+	mustOK("Alloc", err)
+	require(foreign.Index() == mine.Index(), ErrContract, "two fresh pools of one kind started at blocks %d and %d", foreign.Index(), mine.Index())
 	if err := wantIs("Free of another pool's handle", s.Free(foreign), pool.ErrForeignHandle); err != nil {
 		return fmt.Errorf("%w (%w)", ErrAliased, err)
 	}
-	if _, err := s.Bytes(foreign); !errors.Is(err, pool.ErrForeignHandle) {
-		return violationf(ErrAliased, "Bytes of another pool's handle = %v, want pool.ErrForeignHandle", err)
-	}
-	if err := s.FreeChunk([]pool.Handle{foreign}); !errors.Is(err, pool.ErrForeignHandle) {
-		return violationf(ErrAliased, "FreeChunk of another pool's handle = %v, want pool.ErrForeignHandle", err)
-	}
-	if _, err := s.Bytes(mine); err != nil {
-		return violationf(ErrContract, "own handle after a foreign free: %v", err)
-	}
-	if _, err := o.Bytes(foreign); err != nil {
-		return violationf(ErrContract, "the other pool's handle after this pool rejected it: %v", err)
-	}
-	if err := statsWant(s, 1, 1, 0, 3); err != nil {
-		return err
-	}
+	_, err = s.Bytes(foreign)
+	require(errors.Is(err, pool.ErrForeignHandle), ErrAliased, "Bytes of another pool's handle = %v, want pool.ErrForeignHandle", err)
+	err = s.FreeChunk([]pool.Handle{foreign})
+	require(errors.Is(err, pool.ErrForeignHandle), ErrAliased, "FreeChunk of another pool's handle = %v, want pool.ErrForeignHandle", err)
+	_, err = s.Bytes(mine)
+	mustOK("own handle after a foreign free", err)
+	_, err = o.Bytes(foreign)
+	mustOK("the other pool's handle after this pool rejected it", err)
+	must(statsWant(s, 1, 1, 0, 3))
 	// Every pool's handles carry its own id, and every pool's blocks are
 	// its own memory.
 	ids := map[uint32]int{}
 	var all [][]pool.Handle
 	for k, p := range pools {
 		hs := make([]pool.Handle, p.Stats().Free)
-		if err := p.AllocChunk(hs); err != nil {
-			return violationf(ErrContract, "pool %d: AllocChunk: %v", k, err)
-		}
+		mustOK(fmt.Sprintf("pool %d: AllocChunk", k), p.AllocChunk(hs))
 		all = append(all, hs)
 		id := poolID(hs[0])
-		if j, dup := ids[id]; dup && j != k {
-			return violationf(ErrAliased, "pools %d and %d, made by one constructor, have the same id %d", j, k, id)
-		}
+		j, dup := ids[id]
+		require(!dup || j == k, ErrAliased, "pools %d and %d, made by one constructor, have the same id %d", j, k, id)
 		ids[id] = k
 	}
 	for k := range pools {
 		for j, q := range pools {
 			if j != k {
-				if err := q.Free(all[k][0]); !errors.Is(err, pool.ErrForeignHandle) {
-					return violationf(ErrAliased, "pool %d freed a handle of pool %d: %v", j, k, err)
-				}
+				err := q.Free(all[k][0])
+				require(errors.Is(err, pool.ErrForeignHandle), ErrAliased, "pool %d freed a handle of pool %d: %v", j, k, err)
 			}
 		}
 	}
@@ -533,51 +405,35 @@ func checkForeign(r *plRun) error {
 		}
 		return bs, nil
 	}
-	err = disjoint(0, 5, blocks, func(n, i int) error {
+	must(disjoint(0, 5, blocks, func(n, i int) error {
 		return violationf(ErrAliased, "byte %d of pool %d's %v was overwritten by a write to another pool's block", i, owners[n], keys[n])
-	})
-	if err != nil {
-		return err
-	}
-	return poolClosedIdentity(r)
+	}))
+	poolClosedIdentity(r)
+	return nil
 }
 
 func checkForged(r *plRun) error {
 	s := r.x
 	h, err := s.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc: %v", err)
-	}
+	mustOK("Alloc", err)
 	n := capacityOf(s)
-	if err := wantIs("Free(Handle{})", s.Free(pool.Handle{}), pool.ErrZeroHandle); err != nil {
-		return err
-	}
+	must(wantIs("Free(Handle{})", s.Free(pool.Handle{}), pool.ErrZeroHandle))
 	id := poolID(h)
-	if err := wantIs("Free of an index past capacity", s.Free(mkHandle(id, uint32(n), h.Generation())), pool.ErrOutOfRange); err != nil {
-		return err
-	}
+	must(wantIs("Free of an index past capacity", s.Free(mkHandle(id, uint32(n), h.Generation())), pool.ErrOutOfRange))
 	// Block n-1 is free, at generation 0: a forged even generation must not
 	// match it, nor must a guessed future generation of the live block.
-	if _, err := s.Bytes(mkHandle(id, uint32(n-1), 0)); !errors.Is(err, pool.ErrStaleHandle) {
-		return violationf(ErrAliased, "Bytes of a free block with a forged generation = %v, want pool.ErrStaleHandle", err)
-	}
-	if _, err := s.Bytes(mkHandle(id, uint32(h.Index()), h.Generation()+2)); !errors.Is(err, pool.ErrStaleHandle) {
-		return violationf(ErrAliased, "Bytes with a guessed generation = %v, want pool.ErrStaleHandle", err)
-	}
-	if err := statsWant(s, 1, 1, 0, 4); err != nil {
-		return err
-	}
+	_, err = s.Bytes(mkHandle(id, uint32(n-1), 0))
+	require(errors.Is(err, pool.ErrStaleHandle), ErrAliased, "Bytes of a free block with a forged generation = %v, want pool.ErrStaleHandle", err)
+	_, err = s.Bytes(mkHandle(id, uint32(h.Index()), h.Generation()+2))
+	require(errors.Is(err, pool.ErrStaleHandle), ErrAliased, "Bytes with a guessed generation = %v, want pool.ErrStaleHandle", err)
+	must(statsWant(s, 1, 1, 0, 4))
 	// Thousands of forgeries near live and free handles: only the exact
 	// live handle is accepted, and each rejection says why.
 	live := make([]pool.Handle, n/2)
-	if err := s.AllocChunk(live); err != nil {
-		return violationf(ErrContract, "AllocChunk: %v", err)
-	}
+	mustOK("AllocChunk", s.AllocChunk(live))
 	live = append(live, h)
 	for _, x := range live[:len(live)/2] {
-		if err := s.Free(x); err != nil {
-			return violationf(ErrContract, "Free: %v", err)
-		}
+		mustOK("Free", s.Free(x))
 	}
 	live = live[len(live)/2:]
 	isLive := map[pool.Handle]bool{}
@@ -592,20 +448,15 @@ func checkForged(r *plRun) error {
 		f := mkHandle(pid, idx, gen)
 		_, err := s.Bytes(f)
 		if isLive[f] {
-			if err != nil {
-				return violationf(ErrContract, "forgery %d: Bytes of the live %v: %v", i, f, err)
-			}
+			require(err == nil, ErrContract, "forgery %d: Bytes of the live %v: %v", i, f, err)
 			continue
 		}
 		rejected++
-		if !errors.Is(err, want) {
-			return violationf(ErrAliased, "forgery %d: Bytes(%v) = %v, want %v (the live handle of that block is not it)", i, f, err, want)
-		}
+		require(errors.Is(err, want), ErrAliased, "forgery %d: Bytes(%v) = %v, want %v (the live handle of that block is not it)", i, f, err, want)
 	}
 	for _, x := range live {
-		if _, err := s.Bytes(x); err != nil {
-			return violationf(ErrContract, "a live handle after forgeries: %v", err)
-		}
+		_, err := s.Bytes(x)
+		mustOK("a live handle after forgeries", err)
 	}
 	allocs := uint64(1 + n/2)
 	return statsWant(s, len(live), allocs, allocs-uint64(len(live)), rejected)
@@ -631,9 +482,7 @@ func checkNoAliasing(r *plRun) error {
 			} else if h, err = s.Alloc(); err == nil {
 				b, err = s.Bytes(h)
 			}
-			if err != nil {
-				return violationf(ErrContract, "Alloc: %v", err)
-			}
+			mustOK("Alloc", err)
 			if len(b) != s.Stats().BlockSize || cap(b) != len(b) {
 				return violationf(ErrAliased, "a block of %d bytes, capacity %d, in a pool of %d-byte blocks", len(b), cap(b), s.Stats().BlockSize)
 			}
@@ -643,18 +492,13 @@ func checkNoAliasing(r *plRun) error {
 		}
 		for _, l := range live {
 			b, err := s.Bytes(l.h)
-			if err != nil {
-				return violationf(ErrContract, "Bytes of a live handle: %v", err)
-			}
-			if j, ok := check(b, l.tag); !ok {
-				return violationf(ErrAliased, "round %d: byte %d of live %v changed: another live handle shares its memory", round, j, l.h)
-			}
+			mustOK("Bytes of a live handle", err)
+			j, ok := check(b, l.tag)
+			require(ok, ErrAliased, "round %d: byte %d of live %v changed: another live handle shares its memory", round, j, l.h)
 		}
 		for k := rng.IntN(len(live) + 1); k > 0; k-- {
 			i := rng.IntN(len(live))
-			if err := s.Free(live[i].h); err != nil {
-				return violationf(ErrContract, "Free: %v", err)
-			}
+			mustOK("Free", s.Free(live[i].h))
 			live = append(live[:i], live[i+1:]...)
 		}
 	}

@@ -94,9 +94,7 @@ func checkAccounting(r *plRun) error {
 	// the order it was sent (model.Pool.Landed).
 	m := model.NewPool[pool.Handle](n, false)
 	snd, err := s.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	for step := range 3000 {
 		before := s.Stats()
 		switch op := m.Next(rng); op.Kind {
@@ -105,29 +103,22 @@ func checkAccounting(r *plRun) error {
 			if m.Count() == n {
 				// Only a drain on exhaustion can make room.
 				got := int(s.Stats().RemoteDrained - before.RemoteDrained)
-				if got > len(m.InFlight) {
-					return violationf(ErrDuplicated, "step %d: a drain inside Alloc took %d handles, %d were in flight", step, got, len(m.InFlight))
-				}
+				require(got <= len(m.InFlight), ErrDuplicated, "step %d: a drain inside Alloc took %d handles, %d were in flight", step, got, len(m.InFlight))
 				m.Landed(got)
-				if got == 0 && !errors.Is(err, pool.ErrExhausted) {
-					return violationf(ErrDuplicated, "step %d: Alloc with every block live = %v, want pool.ErrExhausted", step, err)
-				}
+				require(got != 0 || errors.Is(err, pool.ErrExhausted), ErrDuplicated, "step %d: Alloc with every block live = %v, want pool.ErrExhausted", step, err)
 				if err != nil {
 					break
 				}
-			} else if err != nil {
-				return violationf(ErrContract, "step %d: Alloc with %d of %d live: %v", step, m.Count(), n, err)
+			} else {
+				require(err == nil, ErrContract, "step %d: Alloc with %d of %d live: %v", step, m.Count(), n, err)
 			}
 			m.Alloc(h, 0)
 		case model.PoolFree:
-			if err := s.Free(op.Slot.Key); err != nil {
-				return violationf(ErrContract, "step %d: Free: %v", step, err)
-			}
+			mustOK(fmt.Sprintf("step %d: Free", step), s.Free(op.Slot.Key))
 			m.Free(op.Slot)
 		case model.PoolStale:
-			if err := s.Free(op.Slot.Key); !errors.Is(err, pool.ErrStaleHandle) {
-				return violationf(ErrAliased, "step %d: Free of a stale handle = %v", step, err)
-			}
+			err := s.Free(op.Slot.Key)
+			require(errors.Is(err, pool.ErrStaleHandle), ErrAliased, "step %d: Free of a stale handle = %v", step, err)
 			m.Refused(1)
 		case model.PoolSend:
 			k := op.N
@@ -141,53 +132,38 @@ func checkAccounting(r *plRun) error {
 			}
 			m.Send(sent)
 			got, reports, err := sendDraining(ctx, s, snd, chunk)
-			if got > len(m.InFlight) || len(reports) > 0 {
-				return violationf(ErrDuplicated, "step %d: drains freed %d with %d in flight and reported %v", step, got, len(m.InFlight), reports)
-			}
+			require(got <= len(m.InFlight) && len(reports) == 0, ErrDuplicated, "step %d: drains freed %d with %d in flight and reported %v", step, got, len(m.InFlight), reports)
 			m.Landed(got)
 			if err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
-			if sub := snd.Submitted(); sub != m.Submitted {
-				return violationf(ErrAccounting, "step %d: Sender.Submitted = %d, it accepted %d", step, sub, m.Submitted)
-			}
+			sub := snd.Submitted()
+			require(sub == m.Submitted, ErrAccounting, "step %d: Sender.Submitted = %d, it accepted %d", step, sub, m.Submitted)
 		case model.PoolDrain: // everything in flight, one Drain at a time
 			for len(m.InFlight) > 0 {
 				d0 := s.Stats()
 				got, err := s.Drain()
 				d1 := s.Stats()
 				took := d1.RemoteDrained - d0.RemoteDrained
-				switch {
-				case err != nil || got > len(m.InFlight) || uint64(got) != took:
-					return violationf(ErrDuplicated, "step %d: Drain freed %d (took %d) with %d in flight (%v)", step, got, took, len(m.InFlight), err)
-				case d1.Drains != d0.Drains+1:
-					return violationf(ErrAccounting, "step %d: one Drain call moved Drains from %d to %d", step, d0.Drains, d1.Drains)
-				case d1.DrainSizes[drainBucket(took)] != d0.DrainSizes[drainBucket(took)]+1:
-					return violationf(ErrAccounting, "step %d: a Drain of %d handles was not counted in drain histogram bucket %d", step, took, drainBucket(took))
-				}
-				if got == 0 {
-					// Every Send has returned: nothing is pending.
-					return violationf(ErrLost, "step %d: %d remotely freed handles never came back: a Drain after every Send had returned found nothing", step, len(m.InFlight))
-				}
+				require(err == nil && got <= len(m.InFlight) && uint64(got) == took, ErrDuplicated, "step %d: Drain freed %d (took %d) with %d in flight (%v)", step, got, took, len(m.InFlight), err)
+				require(d1.Drains == d0.Drains+1, ErrAccounting, "step %d: one Drain call moved Drains from %d to %d", step, d0.Drains, d1.Drains)
+				require(d1.DrainSizes[drainBucket(took)] == d0.DrainSizes[drainBucket(took)]+1, ErrAccounting, "step %d: a Drain of %d handles was not counted in drain histogram bucket %d", step, took, drainBucket(took))
+				// Every Send has returned: nothing is pending.
+				require(got != 0, ErrLost, "step %d: %d remotely freed handles never came back: a Drain after every Send had returned found nothing", step, len(m.InFlight))
 				m.Landed(got)
 			}
 		case model.PoolBytes:
 			if op.Slot != nil {
-				if _, err := s.Bytes(op.Slot.Key); err != nil {
-					return violationf(ErrContract, "step %d: Bytes of a live handle: %v", step, err)
-				}
+				_, err := s.Bytes(op.Slot.Key)
+				mustOK(fmt.Sprintf("step %d: Bytes of a live handle", step), err)
 			}
 		}
 		if err := statsWant(s, m.Count(), m.Allocs, m.Frees, m.Rejected); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
 		st := s.Stats()
-		switch {
-		case st.HighWater != m.HighWater:
-			return violationf(ErrAccounting, "step %d: HighWater = %d, model says %d", step, st.HighWater, m.HighWater)
-		case st.RemoteSubmitted != m.Submitted:
-			return violationf(ErrAccounting, "step %d: RemoteSubmitted = %d, the sender accepted %d", step, st.RemoteSubmitted, m.Submitted)
-		}
+		require(st.HighWater == m.HighWater, ErrAccounting, "step %d: HighWater = %d, model says %d", step, st.HighWater, m.HighWater)
+		require(st.RemoteSubmitted == m.Submitted, ErrAccounting, "step %d: RemoteSubmitted = %d, the sender accepted %d", step, st.RemoteSubmitted, m.Submitted)
 		if err := notBehind(before, st); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
@@ -230,31 +206,22 @@ func scraper[S any](c *crew, ctx context.Context, quit <-chan struct{}, snapshot
 // the freshness window of the last publication) gets the allocations once
 // the owner drains: the owner publishes at Drain when a reader asked, not
 // only at Stats or Close.
-func checkSnapshotFresh(r *plRun) error {
+func checkSnapshotFresh(r *plRun) {
 	s, ctx := r.x, r.ctx
 	live := s.Stats().Live // publishes
 	const k = 3
 	hs := make([]pool.Handle, 0, k)
 	for range k {
 		h, err := s.Alloc()
-		if err != nil {
-			return violationf(ErrContract, "Alloc on a fresh pool: %v", err)
-		}
+		mustOK("Alloc on a fresh pool", err)
 		hs = append(hs, h)
 	}
 	st, err := snapshotWhileDraining(ctx, s.Snapshot, s.Drain)
-	if err != nil {
-		return err
-	}
+	must(err)
 	for _, h := range hs {
-		if err := s.Free(h); err != nil {
-			return violationf(ErrContract, "Free: %v", err)
-		}
+		mustOK("Free", s.Free(h))
 	}
-	if st.Live != live+k {
-		return violationf(ErrAccounting, "a Snapshot asked for while the owner only drained says %d blocks live, want %d: the owner does not publish at Drain when asked (a scraper of a drain-only owner is stale forever)", st.Live, live+k)
-	}
-	return nil
+	require(st.Live == live+k, ErrAccounting, "a Snapshot asked for while the owner only drained says %d blocks live, want %d: the owner does not publish at Drain when asked (a scraper of a drain-only owner is stale forever)", st.Live, live+k)
 }
 
 // snapshotWhileDraining asks for a Snapshot on another goroutine once the
@@ -284,12 +251,9 @@ func snapshotWhileDraining[S any](ctx context.Context, snapshot func() S, drain 
 func checkSnapshot(r *plRun) error {
 	s, ctx := r.x, r.ctx
 	n := capacityOf(s)
-	if first := s.Snapshot(); first.Capacity != n {
-		return violationf(ErrAccounting, "Snapshot of a fresh pool says capacity %d, Stats %d", first.Capacity, n)
-	}
-	if err := checkSnapshotFresh(r); err != nil {
-		return err
-	}
+	first := s.Snapshot()
+	require(first.Capacity == n, ErrAccounting, "Snapshot of a fresh pool says capacity %d, Stats %d", first.Capacity, n)
+	checkSnapshotFresh(r)
 	// The scraper reads snapshots whenever the owner ticks, concurrently
 	// with the owner's next steps.
 	tick := make(chan struct{}, 1)
@@ -343,9 +307,7 @@ func checkSnapshot(r *plRun) error {
 		}
 		work.Go(func() error {
 			for chunk := range jobs[w] {
-				if err := snd.FreeChunk(chunk); err != nil {
-					return violationf(ErrContract, "sender FreeChunk: %v", err)
-				}
+				mustOK("sender FreeChunk", snd.FreeChunk(chunk))
 				freed.Add(1)
 				if ctx.Err() != nil {
 					return nil
@@ -423,28 +385,19 @@ func checkSnapshot(r *plRun) error {
 		default:
 		}
 	}
-	if err := stop(drainErr); err != nil {
-		return err
-	}
-	if _, err := drainDry(ctx, s.Drain); err != nil {
-		return err
-	}
+	must(stop(drainErr))
+	_, err := drainDry(ctx, s.Drain)
+	must(err)
 	st, snap := s.Stats(), s.Snapshot()
-	if st.Live != len(live) {
-		return violationf(ErrLost, "%d blocks freed through senders never came back", st.Live-len(live))
-	}
-	if snap != st {
-		return violationf(ErrAccounting, "after the last Drain, with no sender busy, Snapshot = %+v, Stats = %+v", snap, st)
-	}
+	require(st.Live == len(live), ErrLost, "%d blocks freed through senders never came back", st.Live-len(live))
+	require(snap == st, ErrAccounting, "after the last Drain, with no sender busy, Snapshot = %+v, Stats = %+v", snap, st)
 	return nil
 }
 
 func checkPoolAllocs(r *plRun) error {
 	s := r.x
 	snd, err := s.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	k := 16
 	if bd, ok := s.bounds(); ok && !bd.Chunked {
 		k = min(k, bd.Capacity) // one goroutine sends and drains: the chunk must fit
@@ -452,12 +405,8 @@ func checkPoolAllocs(r *plRun) error {
 	chunk := make([]pool.Handle, k)
 	one := chunk[:1]
 	stale, err := s.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc: %v", err)
-	}
-	if err := s.Free(stale); err != nil {
-		return violationf(ErrContract, "Free: %v", err)
-	}
+	mustOK("Alloc", err)
+	mustOK("Free", s.Free(stale))
 	// sendBack allocates chunk, frees it through snd and drains it back.
 	sendBack := func(chunk []pool.Handle) func() error {
 		return func() error {
@@ -470,7 +419,7 @@ func checkPoolAllocs(r *plRun) error {
 			return drainBlocks(s.Drain, len(chunk))
 		}
 	}
-	if err := allocFree(r.allocRuns(), []namedOp{
+	must(allocFree(r.allocRuns(), []namedOp{
 		{"Alloc+Free", func() error {
 			h, err := s.Alloc()
 			if err != nil {
@@ -516,9 +465,7 @@ func checkPoolAllocs(r *plRun) error {
 		}},
 		{"an idle Drain", func() error { _, err := s.Drain(); return contractErr("Drain", err) }},
 		{"Stats and Snapshot", func() error { s.Stats(); s.Snapshot(); return nil }},
-	}); err != nil {
-		return err
-	}
+	}))
 	// Long chunks, and several senders' queues holding blocks at once.
 	room := func() int { st := s.Stats(); return st.Capacity - st.Live }
 	for _, n := range []int{300, 1000} {
@@ -526,24 +473,20 @@ func checkPoolAllocs(r *plRun) error {
 		if bd, ok := s.bounds(); (ok && !bd.Chunked && bd.Capacity < n) || room() < n {
 			continue
 		}
-		if err := noAllocs(100, fmt.Sprintf("AllocChunk of %d+sender FreeChunk+Drain", n), sendBack(big)); err != nil {
-			return err
-		}
+		must(noAllocs(100, fmt.Sprintf("AllocChunk of %d+sender FreeChunk+Drain", n), sendBack(big)))
 	}
 	senders := []sender{snd}
 	if bd, ok := s.bounds(); !ok || bd.PerProducer || bd.Capacity >= 4 {
 		for range 3 {
 			o, err := s.NewSender()
-			if err != nil {
-				return violationf(ErrContract, "NewSender: %v", err)
-			}
+			mustOK("NewSender", err)
 			defer o.Close()
 			senders = append(senders, o)
 		}
 	}
 	if len(senders) > 1 && room() >= len(senders) {
 		hs := make([]pool.Handle, len(senders))
-		if err := noAllocs(r.allocRuns(), fmt.Sprintf("AllocChunk+a Free by each of %d senders+Drain", len(senders)), func() error {
+		must(noAllocs(r.allocRuns(), fmt.Sprintf("AllocChunk+a Free by each of %d senders+Drain", len(senders)), func() error {
 			if err := s.AllocChunk(hs); err != nil {
 				return contractErr("AllocChunk", err)
 			}
@@ -553,9 +496,7 @@ func checkPoolAllocs(r *plRun) error {
 				}
 			}
 			return drainBlocks(s.Drain, len(hs))
-		}); err != nil {
-			return err
-		}
+		}))
 	}
 	return nil
 }
