@@ -12,72 +12,46 @@ import (
 
 func checkClassesStale(r *clCase, m *clModel) error {
 	snd, err := m.c.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	var olds []classes.Handle
 	for round := range scaled(300) {
 		k := round % len(m.cls)
 		b, err := m.take(k)
-		if err != nil {
-			return fmt.Errorf("round %d: %w", round, err)
-		}
+		clMustIn(err, "round %d", round)
 		old := b.Key
-		if err := m.free(b); err != nil {
-			return err
-		}
-		if err := m.refused("a freed handle", staleOf(old)); err != nil {
-			return fmt.Errorf("round %d: %w", round, err)
-		}
+		must(m.free(b))
+		clMustIn(m.refused("a freed handle", staleOf(old)), "round %d", round)
 		// The block again, with a new handle: the old one is still
 		// refused, the new owner's memory untouched.
 		nb, err := m.take(k)
-		if err != nil {
-			return fmt.Errorf("round %d: %w", round, err)
-		}
-		if nb.Key == old {
-			return violationf(ErrAliased, "round %d: reuse gave %v, equal to the freed handle: the old handle would reach the new owner's block", round, nb.Key)
-		}
-		if err := m.refused("a freed handle whose block was reused", staleOf(old)); err != nil {
-			return fmt.Errorf("round %d: %w", round, err)
-		}
-		if err := m.intact(nb); err != nil {
-			return fmt.Errorf("round %d: %w", round, err)
-		}
+		clMustIn(err, "round %d", round)
+		require(nb.Key != old, ErrAliased, "round %d: reuse gave %v, equal to the freed handle: the old handle would reach the new owner's block", round, nb.Key)
+		clMustIn(m.refused("a freed handle whose block was reused", staleOf(old)), "round %d", round)
+		clMustIn(m.intact(nb), "round %d", round)
 		if round%25 == 0 {
 			// Remotely: the drain refuses it, counts it, says why.
-			if err := snd.Free(old); err != nil {
-				return violationf(ErrContract, "sender Free: %v", err)
-			}
+			mustOK("sender Free", snd.Free(old))
 			n, err := m.c.Drain()
 			var rej *pool.RejectedError
-			if n != 0 || !errors.As(err, &rej) || !errors.Is(err, pool.ErrStaleHandle) {
-				return violationf(ErrAliased, "round %d: a drain of a remotely freed stale handle = (%d, %v), want (0, a *pool.RejectedError of a stale handle)", round, n, err)
-			}
+			ok := n == 0 && errors.As(err, &rej) && errors.Is(err, pool.ErrStaleHandle)
+			require(ok, ErrAliased, "round %d: a drain of a remotely freed stale handle = (%d, %v), want (0, a *pool.RejectedError of a stale handle)", round, n, err)
 			w := &m.Counts[k]
 			w.RemoteSubmitted++
 			w.RemoteDrained++
 			w.Rejected++
 		}
-		if err := m.free(nb); err != nil {
-			return err
-		}
+		must(m.free(nb))
 		if len(olds) < 32 {
 			olds = append(olds, old)
 		}
-		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
-			return err
-		}
+		must(m.check(fmt.Sprintf("round %d", round)))
 	}
 	for _, h := range olds {
-		if err := m.refused("a handle freed hundreds of allocations ago", staleOf(h)); err != nil {
-			return err
-		}
+		must(m.refused("a handle freed hundreds of allocations ago", staleOf(h)))
 	}
-	if err := m.check("after the stale calls"); err != nil {
-		return err
-	}
-	return checkClassesWrap(r, m)
+	must(m.check("after the stale calls"))
+	checkClassesWrap(r, m)
+	return nil
 }
 
 // checkClassesWrap allocates and frees one block of class 0 wrapCycles
@@ -86,76 +60,51 @@ func checkClassesStale(r *clCase, m *clModel) error {
 // the first cycles, and from 2^15 cycles before the last, are still stale:
 // a generation kept in 16 bits would make them the block's current
 // handle.
-func checkClassesWrap(r *clCase, m *clModel) error {
-	if err := m.freeAll(); err != nil {
-		return err
-	}
+func checkClassesWrap(r *clCase, m *clModel) {
+	m.freeAll()
 	size := m.cls[0].Size
 	for range m.cls[0].Blocks - 1 {
-		if _, err := m.take(0); err != nil {
-			return err
-		}
+		_, err := m.take(0)
+		must(err)
 	}
 	olds, err := wrapCycle(r.ctx, fmt.Sprintf("Alloc(%d) with one block of class 0 free", size), "Free of the block just allocated",
 		func() (classes.Handle, error) { return m.c.Alloc(size) }, m.c.Free)
-	if err != nil {
-		return err
-	}
+	must(err)
 	w := &m.Counts[0]
 	w.Allocs += wrapCycles
 	w.Frees += wrapCycles
 	w.Requested += uint64(wrapCycles) * uint64(size)
 	w.HighWater = m.cls[0].Blocks
 	cur, err := m.take(0)
-	if err != nil {
-		return err
-	}
+	must(err)
 	for _, old := range olds {
-		if old == cur.Key {
-			return violationf(ErrAliased, "after %d allocations and frees of one block, its handle is %v, equal to a handle freed thousands of allocations ago: the generation wrapped, and the old handle frees the block's current owner", wrapCycles, old)
-		}
-		if err := m.refused(fmt.Sprintf("a handle freed up to %d allocations of its block ago", wrapCycles), staleOf(old)); err != nil {
-			return err
-		}
+		require(old != cur.Key, ErrAliased, "after %d allocations and frees of one block, its handle is %v, equal to a handle freed thousands of allocations ago: the generation wrapped, and the old handle frees the block's current owner", wrapCycles, old)
+		must(m.refused(fmt.Sprintf("a handle freed up to %d allocations of its block ago", wrapCycles), staleOf(old)))
 	}
-	if err := m.intact(cur); err != nil {
-		return err
-	}
-	if err := m.check(fmt.Sprintf("after %d allocations and frees of one block", wrapCycles)); err != nil {
-		return err
-	}
-	return m.freeAll()
+	must(m.intact(cur))
+	must(m.check(fmt.Sprintf("after %d allocations and frees of one block", wrapCycles)))
+	m.freeAll()
 }
 
 func checkClassesForeign(r *clCase) error {
 	models, err := instances(r, 3, newClModel)
-	if err != nil {
-		return err
-	}
+	must(err)
 	for _, m := range models[1:] {
-		if !slices.Equal(models[0].cls, m.cls) {
-			return violationf(ErrContract, "one constructor made allocators of classes %v and %v", models[0].cls, m.cls)
-		}
+		require(slices.Equal(models[0].cls, m.cls), ErrContract, "one constructor made allocators of classes %v and %v", models[0].cls, m.cls)
 	}
-	err = foreignAcross(models, "handle", func(k int, m *clModel) error {
+	must(foreignAcross(models, "handle", func(k int, m *clModel) error {
 		for i, id := range m.ids {
 			for j, o := range models[:k] {
-				if slices.Contains(o.ids, id) {
-					return violationf(ErrAliased, "class %d of allocator %d has the pool id %d of a class of allocator %d", i, k, id, j)
-				}
+				require(!slices.Contains(o.ids, id), ErrAliased, "class %d of allocator %d has the pool id %d of a class of allocator %d", i, k, id, j)
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return err
-	}
+	}))
 	// Every block of every allocator: writes to one never show in another.
 	for k, m := range models {
 		for j := range m.cls {
-			if _, err := m.fillClass(j); err != nil {
-				return fmt.Errorf("allocator %d: %w", k, err)
-			}
+			_, err := m.fillClass(j)
+			clMustIn(err, "allocator %d", k)
 		}
 	}
 	var owners []int
@@ -174,12 +123,9 @@ func checkClassesForeign(r *clCase) error {
 		}
 		return out, nil
 	}
-	err = disjoint(0, 5, mems, func(j, i int) error {
+	must(disjoint(0, 5, mems, func(j, i int) error {
 		return violationf(ErrAliased, "byte %d of allocator %d's %v was overwritten by a write to another allocator's block", i, owners[j], keys[j])
-	})
-	if err != nil {
-		return err
-	}
+	}))
 	return closedIdentity(r, "handle", newClModel)
 }
 
@@ -205,16 +151,13 @@ func checkClassesForged(r *clCase, m *clModel) error {
 	// Half of every class live, every other block freed again.
 	for k := range m.cls {
 		for range m.cls[k].Blocks / 2 {
-			if _, err := m.alloc(m.cls[k].Size, viaAlloc, 0); err != nil {
-				return err
-			}
+			_, err := m.alloc(m.cls[k].Size, viaAlloc, 0)
+			must(err)
 		}
 	}
 	for i, b := range slices.Clone(m.Blocks) {
 		if i%2 == 0 {
-			if err := m.free(b); err != nil {
-				return err
-			}
+			must(m.free(b))
 		}
 	}
 	first := m.Blocks[0]
@@ -231,13 +174,9 @@ func checkClassesForged(r *clCase, m *clModel) error {
 		fixed = append(fixed, badHandle{mkClassHandle(b.Key.Block(), uint32(k2)), pool.ErrForeignHandle, k2})
 	}
 	for _, x := range fixed {
-		if err := m.refused(fmt.Sprintf("a forged handle (class %d)", x.h.Class()), x); err != nil {
-			return err
-		}
+		must(m.refused(fmt.Sprintf("a forged handle (class %d)", x.h.Class()), x))
 	}
-	if err := m.check("after the forgeries"); err != nil {
-		return err
-	}
+	must(m.check("after the forgeries"))
 	rng := rand.New(rand.NewPCG(6, 7))
 	for i := range scaled(3000) {
 		base := m.Blocks[rng.IntN(len(m.Blocks))]
@@ -245,9 +184,7 @@ func checkClassesForged(r *clCase, m *clModel) error {
 		pid, idx, gen, want := forge(rng, rng.IntN(8), m.ids[k], uint32(blk.Index()), blk.Generation(), m.cls[k].Blocks)
 		f := mkClassHandle(mkHandle(pid, idx, gen), uint32(k))
 		if b, live := m.Live[f]; live {
-			if err := m.intact(b); err != nil {
-				return fmt.Errorf("forgery %d: %w", i, err)
-			}
+			clMustIn(m.intact(b), "forgery %d", i)
 			continue
 		}
 		var got error
@@ -257,18 +194,12 @@ func checkClassesForged(r *clCase, m *clModel) error {
 		} else {
 			name, got = "Free", m.c.Free(f)
 		}
-		switch {
-		case got == nil:
-			return violationf(ErrAliased, "forgery %d: %s(%v) was accepted; it is no live handle", i, name, f)
-		case !errors.Is(got, want):
-			return violationf(ErrContract, "forgery %d: %s(%v) = %v, want %v", i, name, f, got, want)
-		}
+		require(got != nil, ErrAliased, "forgery %d: %s(%v) was accepted; it is no live handle", i, name, f)
+		require(errors.Is(got, want), ErrContract, "forgery %d: %s(%v) = %v, want %v", i, name, f, got, want)
 		m.Counts[k].Rejected++
 	}
 	for _, b := range m.Blocks {
-		if err := m.intact(b); err != nil {
-			return err
-		}
+		must(m.intact(b))
 	}
 	return m.check("after thousands of forgeries")
 }

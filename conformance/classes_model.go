@@ -248,9 +248,7 @@ func (m *clModel) remoteFree(r *clCase, snd ClassesSender, bs []*clBlock, single
 	got, reports, err := drainSending(r.ctx, m.c.Drain, true, func() error {
 		if single {
 			for _, h := range hs {
-				if err := snd.Free(h); err != nil {
-					return violationf(ErrContract, "sender Free: %v", err)
-				}
+				mustOK("sender Free", snd.Free(h))
 			}
 			return nil
 		}
@@ -312,13 +310,18 @@ func (m *clModel) fillClass(k int) ([]*clBlock, error) {
 }
 
 // freeAll frees every live block.
-func (m *clModel) freeAll() error {
+func (m *clModel) freeAll() {
 	for len(m.Blocks) > 0 {
-		if err := m.free(m.Blocks[len(m.Blocks)-1]); err != nil {
-			return err
-		}
+		must(m.free(m.Blocks[len(m.Blocks)-1]))
 	}
-	return nil
+}
+
+// clMustIn is must(err), err wrapped in the context that format and args
+// say ("round %d", round) unless nil.
+func clMustIn(err error, format string, args ...any) {
+	if err != nil {
+		must(fmt.Errorf(format+": %w", append(args, err)...))
+	}
 }
 
 // sizes returns the sizes at every class boundary and one byte either side.

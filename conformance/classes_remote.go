@@ -14,13 +14,9 @@ import (
 func checkClassesDrainOnExhaustion(r *clCase, m *clModel) error {
 	for k := range m.cls {
 		bs, err := m.fillClass(k)
-		if err != nil {
-			return err
-		}
+		must(err)
 		snd, err := m.c.NewSender()
-		if err != nil {
-			return violationf(ErrContract, "NewSender: %v", err)
-		}
+		mustOK("NewSender", err)
 		// A worker frees the class's blocks one by one; the owner
 		// reallocates as many as the worker has freed, with no Drain: the
 		// allocations must drain. (A bounded transport may make the worker
@@ -29,9 +25,7 @@ func checkClassesDrainOnExhaustion(r *clCase, m *clModel) error {
 		var c crew
 		c.Go(func() error {
 			for _, b := range bs {
-				if err := snd.Free(b.Key); err != nil {
-					return violationf(ErrContract, "sender Free: %v", err)
-				}
+				mustOK("sender Free", snd.Free(b.Key))
 				sent.Add(1)
 			}
 			return nil
@@ -65,30 +59,18 @@ func checkClassesDrainOnExhaustion(r *clCase, m *clModel) error {
 			m.Add(h, k, h.Block().Index(), m.cls[k].Size, m.tag)
 			got++
 		}
-		if err := c.wait(r.ctx, "workers"); err != nil {
-			return err
-		}
-		if err := snd.Close(); err != nil {
-			return violationf(ErrContract, "Sender.Close: %v", err)
-		}
-		if err := m.check(fmt.Sprintf("class %d, after allocations that drained", k)); err != nil {
-			return err
-		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
+		must(c.wait(r.ctx, "workers"))
+		mustOK("Sender.Close", snd.Close())
+		must(m.check(fmt.Sprintf("class %d, after allocations that drained", k)))
+		m.freeAll()
 	}
 	return nil
 }
 
 func checkClassesRemote(r *clCase) error {
-	if err := classesExchange(r, r.x, false); err != nil {
-		return err
-	}
+	must(classesExchange(r, r.x, false))
 	c, err := r.another()
-	if err != nil {
-		return err
-	}
+	must(err)
 	if err := classesExchange(r, c, true); err != nil {
 		return fmt.Errorf("with a sender per request: %w", err)
 	}
@@ -134,9 +116,8 @@ func classesExchange(r *clCase, c clsSubject, perRequest bool) error {
 			for j := range jobs[w] {
 				if perRequest {
 					var err error
-					if snd, err = m.c.NewSender(); err != nil {
-						return violationf(ErrContract, "NewSender on a worker: %v", err)
-					}
+					snd, err = m.c.NewSender()
+					mustOK("NewSender on a worker", err)
 				}
 				before := snd.Submitted()
 				for i, h := range j.hs {
@@ -275,14 +256,10 @@ func classesExchange(r *clCase, c clsSubject, perRequest bool) error {
 
 func checkClassesSenderRejects(r *clCase, m *clModel) error {
 	snd, err := m.c.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	for round := range scaled(40) {
 		good, err := m.perClass(1 + round%3)
-		if err != nil {
-			return fmt.Errorf("round %d: %w", round, err)
-		}
+		clMustIn(err, "round %d", round)
 		hs := keys(good)
 		unknown := 1 + round%2
 		for i := range unknown {
@@ -291,118 +268,82 @@ func checkClassesSenderRejects(r *clCase, m *clModel) error {
 		before := snd.Submitted()
 		var sendErr error
 		got, reports, err := drainSending(r.ctx, m.c.Drain, true, func() error { sendErr = snd.FreeChunk(hs); return nil })
-		if err != nil {
-			return err
-		}
+		must(err)
 		var rej *pool.RejectedError
-		switch {
-		case !errors.As(sendErr, &rej) || !errors.Is(sendErr, classes.ErrUnknownClass) || !errors.Is(sendErr, pool.ErrInvalidHandle):
-			return violationf(ErrContract, "round %d: sender FreeChunk with %d handles naming no class = %v, want a *pool.RejectedError matching classes.ErrUnknownClass", round, unknown, sendErr)
-		case rej.Rejected != unknown:
-			return violationf(ErrAccounting, "round %d: sender FreeChunk refused %d handles naming no class, reported %d", round, unknown, rej.Rejected)
-		case snd.Submitted()-before != uint64(len(good)):
-			return violationf(ErrAccounting, "round %d: Sender.Submitted grew by %d, %d good handles were sent", round, snd.Submitted()-before, len(good))
-		case len(reports) > 0:
+		ok := errors.As(sendErr, &rej) && errors.Is(sendErr, classes.ErrUnknownClass) && errors.Is(sendErr, pool.ErrInvalidHandle)
+		require(ok, ErrContract, "round %d: sender FreeChunk with %d handles naming no class = %v, want a *pool.RejectedError matching classes.ErrUnknownClass", round, unknown, sendErr)
+		require(rej.Rejected == unknown, ErrAccounting, "round %d: sender FreeChunk refused %d handles naming no class, reported %d", round, unknown, rej.Rejected)
+		sub := snd.Submitted() - before
+		require(sub == uint64(len(good)), ErrAccounting, "round %d: Sender.Submitted grew by %d, %d good handles were sent", round, sub, len(good))
+		if len(reports) > 0 {
 			return violationf(ErrDuplicated, "round %d: a drain rejected handles freed once each: %v", round, reports[0])
-		case got != len(good):
-			return violationf(ErrLost, "round %d: drains brought %d of the %d good handles sent beside bad ones", round, got, len(good))
 		}
+		require(got == len(good), ErrLost, "round %d: drains brought %d of the %d good handles sent beside bad ones", round, got, len(good))
 		m.Rejected += uint64(unknown)
 		m.forget(good, true)
-		if err := m.check(fmt.Sprintf("round %d, after a sender refused handles naming no class", round)); err != nil {
-			return err
-		}
+		must(m.check(fmt.Sprintf("round %d, after a sender refused handles naming no class", round)))
 		// Stale handles beside good ones: the drain refuses those, frees
 		// these, and counts both.
 		more, err := m.perClass(1)
-		if err != nil {
-			return fmt.Errorf("round %d: %w", round, err)
-		}
+		clMustIn(err, "round %d", round)
 		stale := good[round%len(good)].Key
 		hs = append(keys(more), stale)
 		got, reports, err = drainSending(r.ctx, m.c.Drain, true, func() error { return contractErr("sender FreeChunk", snd.FreeChunk(hs)) })
-		if err != nil {
-			return err
-		}
-		if got != len(more) || len(reports) != 1 || !errors.As(reports[0], &rej) || !errors.Is(reports[0], pool.ErrStaleHandle) || rej.Rejected != 1 {
-			return violationf(ErrContract, "round %d: drains of %d good handles and one stale one freed %d and reported %v, want %d freed and one *pool.RejectedError of a stale handle", round, len(more), got, reports, len(more))
-		}
+		must(err)
+		ok = got == len(more) && len(reports) == 1 && errors.As(reports[0], &rej) && errors.Is(reports[0], pool.ErrStaleHandle) && rej.Rejected == 1
+		require(ok, ErrContract, "round %d: drains of %d good handles and one stale one freed %d and reported %v, want %d freed and one *pool.RejectedError of a stale handle", round, len(more), got, reports, len(more))
 		m.forget(more, true)
 		w := &m.Counts[stale.Class()]
 		w.RemoteSubmitted++
 		w.RemoteDrained++
 		w.Rejected++
-		if err := m.check(fmt.Sprintf("round %d, after a drain refused a stale handle", round)); err != nil {
-			return err
-		}
+		must(m.check(fmt.Sprintf("round %d, after a drain refused a stale handle", round)))
 	}
 	return nil
 }
 
-// sendsFail checks that every send path of snd fails with pool.ErrClosed.
-func classSendsFail(who string, snd ClassesSender, h classes.Handle) error {
+// classSendsFail checks that every send path of snd fails with
+// pool.ErrClosed.
+func classSendsFail(who string, snd ClassesSender, h classes.Handle) {
 	for _, n := range []int{0, 1, 2, 17} {
 		chunk := slices.Repeat([]classes.Handle{h}, n)
-		if err := snd.FreeChunk(chunk); !errors.Is(err, pool.ErrClosed) {
-			return violationf(ErrContract, "FreeChunk of %d handles through %s = %v, want pool.ErrClosed", n, who, err)
-		}
+		err := snd.FreeChunk(chunk)
+		require(errors.Is(err, pool.ErrClosed), ErrContract, "FreeChunk of %d handles through %s = %v, want pool.ErrClosed", n, who, err)
 	}
-	if err := snd.Free(h); !errors.Is(err, pool.ErrClosed) {
-		return violationf(ErrContract, "Free through %s = %v, want pool.ErrClosed", who, err)
-	}
-	return nil
+	err := snd.Free(h)
+	require(errors.Is(err, pool.ErrClosed), ErrContract, "Free through %s = %v, want pool.ErrClosed", who, err)
 }
 
 func checkClassesSenderRetire(r *clCase, m *clModel) error {
 	for round := range scaled(20) {
 		snd, err := m.c.NewSender()
-		if err != nil {
-			return violationf(ErrContract, "NewSender: %v", err)
-		}
+		mustOK("NewSender", err)
 		bs, err := m.perClass(1 + round%3)
-		if err != nil {
-			return err
-		}
+		must(err)
 		hs := keys(bs)
 		// Freed, then retired before any drain: what it freed still
 		// comes back.
 		got, reports, err := drainSending(r.ctx, m.c.Drain, false, func() error {
-			if err := snd.FreeChunk(hs[:len(hs)/2]); err != nil {
-				return violationf(ErrContract, "sender FreeChunk: %v", err)
-			}
+			mustOK("sender FreeChunk", snd.FreeChunk(hs[:len(hs)/2]))
 			for _, h := range hs[len(hs)/2:] {
-				if err := snd.Free(h); err != nil {
-					return violationf(ErrContract, "sender Free: %v", err)
-				}
+				mustOK("sender Free", snd.Free(h))
 			}
 			return contractErr("Sender.Close", snd.Close())
 		})
 		if len(reports) > 0 {
 			return errors.Join(violationf(ErrDuplicated, "a drain rejected handles freed once each: %v", reports[0]), err)
 		}
-		if err != nil {
-			return err
-		}
+		must(err)
 		more, err := drainDry(r.ctx, m.c.Drain)
-		if err != nil {
-			return err
-		}
-		if got += more; got != len(bs) {
-			return violationf(ErrLost, "round %d: drains brought %d of the %d blocks a sender freed before it retired", round, got, len(bs))
-		}
-		if sub := snd.Submitted(); sub != uint64(len(bs)) {
-			return violationf(ErrAccounting, "round %d: a retired sender's Submitted = %d, it freed %d", round, sub, len(bs))
-		}
+		must(err)
+		got += more
+		require(got == len(bs), ErrLost, "round %d: drains brought %d of the %d blocks a sender freed before it retired", round, got, len(bs))
+		sub := snd.Submitted()
+		require(sub == uint64(len(bs)), ErrAccounting, "round %d: a retired sender's Submitted = %d, it freed %d", round, sub, len(bs))
 		m.forget(bs, true)
-		if err := classSendsFail("a retired sender", snd, hs[0]); err != nil {
-			return err
-		}
-		if err := snd.Close(); err != nil {
-			return violationf(ErrContract, "a second Sender.Close = %v, want nil", err)
-		}
-		if err := m.check(fmt.Sprintf("round %d, after a sender retired", round)); err != nil {
-			return err
-		}
+		classSendsFail("a retired sender", snd, hs[0])
+		mustOK("a second Sender.Close", snd.Close())
+		must(m.check(fmt.Sprintf("round %d, after a sender retired", round)))
 	}
 	return nil
 }

@@ -19,9 +19,8 @@ func checkClassesSmallest(r *clCase, m *clModel) error {
 	for i := range mine {
 		mine[i] = classes.Class{Size: 1 << 30, Blocks: 1}
 	}
-	if again := c.Classes(); !slices.Equal(again, m.cls) {
-		return violationf(ErrAliased, "Classes() returned a slice the allocator keeps: after the caller wrote to it, Classes() = %v, want %v", again, m.cls)
-	}
+	again := c.Classes()
+	require(slices.Equal(again, m.cls), ErrAliased, "Classes() returned a slice the allocator keeps: after the caller wrote to it, Classes() = %v, want %v", again, m.cls)
 	for round := range scaled(8) {
 		for _, n := range m.sizes() {
 			for _, how := range []int{viaAlloc, viaAllocBytes} {
@@ -29,35 +28,25 @@ func checkClassesSmallest(r *clCase, m *clModel) error {
 				if err != nil || b == nil {
 					return fmt.Errorf("round %d: %w", round, refusedOr(err, "%s(%d) refused on an empty allocator", viaNames[how], n))
 				}
-				if k, err := c.ClassOf(n); k != b.Class || err != nil {
-					return violationf(ErrContract, "ClassOf(%d) = %d, %v; the allocation took class %d", n, k, err, b.Class)
-				}
-				if err := m.check(fmt.Sprintf("after %s(%d)", viaNames[how], n)); err != nil {
-					return err
-				}
+				k, err := c.ClassOf(n)
+				require(k == b.Class && err == nil, ErrContract, "ClassOf(%d) = %d, %v; the allocation took class %d", n, k, err, b.Class)
+				must(m.check(fmt.Sprintf("after %s(%d)", viaNames[how], n)))
 				if round%2 == 0 {
-					if err := m.free(b); err != nil {
-						return err
-					}
+					must(m.free(b))
 				}
 			}
 		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
+		m.freeAll()
 	}
 	for _, n := range []int{0, -1, math.MinInt, m.Largest() + 1, math.MaxInt} {
 		_, aErr := c.Alloc(n)
 		_, buf, bErr := c.AllocBytes(n)
 		_, cErr := c.ClassOf(n)
 		for _, c := range [...]call{{"Alloc", aErr}, {"AllocBytes", bErr}, {"ClassOf", cErr}} {
-			if !errors.Is(c.err, pool.ErrInvalidArgument) || n > m.Largest() && !errors.Is(c.err, classes.ErrTooLarge) {
-				return violationf(ErrContract, "%s(%d) with classes up to %d bytes = %v, want pool.ErrInvalidArgument (classes.ErrTooLarge above)", c.name, n, m.Largest(), c.err)
-			}
+			ok := errors.Is(c.err, pool.ErrInvalidArgument) && (n <= m.Largest() || errors.Is(c.err, classes.ErrTooLarge))
+			require(ok, ErrContract, "%s(%d) with classes up to %d bytes = %v, want pool.ErrInvalidArgument (classes.ErrTooLarge above)", c.name, n, m.Largest(), c.err)
 		}
-		if buf != nil {
-			return violationf(ErrContract, "AllocBytes(%d) returned memory with its error", n)
-		}
+		require(buf == nil, ErrContract, "AllocBytes(%d) returned memory with its error", n)
 	}
 	return m.check("after refused sizes")
 }
@@ -71,27 +60,19 @@ func checkClassesAllocClass(r *clCase, m *clModel) error {
 			if b, err := m.alloc(n, viaAllocClass, k); err != nil || b == nil {
 				return refusedOr(err, "AllocClass(%d, %d) refused on an empty allocator", k, n)
 			}
-			if err := m.check(fmt.Sprintf("after AllocClass(%d, %d)", k, n)); err != nil {
-				return err
-			}
+			must(m.check(fmt.Sprintf("after AllocClass(%d, %d)", k, n)))
 		}
 	}
-	if err := m.freeAll(); err != nil {
-		return err
-	}
+	m.freeAll()
 	for _, bad := range [][2]int{{-1, 1}, {len(m.cls), 1}, {math.MaxInt, 1}, {math.MinInt, 1}, {0, 0}, {0, -1}, {0, m.cls[0].Size + 1}, {len(m.cls) - 1, m.Largest() + 1}, {1, math.MaxInt}} {
-		if _, err := m.c.AllocClass(bad[0], bad[1]); !errors.Is(err, pool.ErrInvalidArgument) {
-			return violationf(ErrContract, "AllocClass(%d, %d) = %v, want pool.ErrInvalidArgument", bad[0], bad[1], err)
-		}
+		_, err := m.c.AllocClass(bad[0], bad[1])
+		require(errors.Is(err, pool.ErrInvalidArgument), ErrContract, "AllocClass(%d, %d) = %v, want pool.ErrInvalidArgument", bad[0], bad[1], err)
 	}
-	if err := m.check("after refused AllocClass calls"); err != nil {
-		return err
-	}
+	must(m.check("after refused AllocClass calls"))
 	// The caller's own fallback: the smallest class full, the next one
 	// takes its sizes.
-	if _, err := m.fillClass(0); err != nil {
-		return err
-	}
+	_, err := m.fillClass(0)
+	must(err)
 	for range 2 {
 		if b, err := m.alloc(1, viaAllocClass, 1); err != nil || b == nil {
 			return refusedOr(err, "AllocClass(1, 1) with class 0 exhausted failed")
@@ -102,9 +83,8 @@ func checkClassesAllocClass(r *clCase, m *clModel) error {
 
 func checkClassesNoFallback(r *clCase, m *clModel) error {
 	for k := range m.cls {
-		if _, err := m.fillClass(k); err != nil {
-			return err
-		}
+		_, err := m.fillClass(k)
+		must(err)
 		lo := 1
 		if k > 0 {
 			lo = m.cls[k-1].Size + 1
@@ -116,49 +96,36 @@ func checkClassesNoFallback(r *clCase, m *clModel) error {
 				}
 			}
 		}
-		if err := m.check(fmt.Sprintf("after refused allocations from the exhausted class %d", k)); err != nil {
-			return err
-		}
+		must(m.check(fmt.Sprintf("after refused allocations from the exhausted class %d", k)))
 		for j := range m.cls {
 			if j != k && m.Counts[j].Free > 0 {
-				if _, err := m.take(j); err != nil {
-					return fmt.Errorf("with class %d exhausted: %w", k, err)
-				}
+				_, err := m.take(j)
+				clMustIn(err, "with class %d exhausted", k)
 			}
 		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
+		m.freeAll()
 	}
 	return m.check("after every class was exhausted once")
 }
 
 func checkClassesNoAliasing(r *clCase, m *clModel) error {
 	rng := rand.New(rand.NewPCG(3, 4))
-	var err error
 	for step := range scaled(3000) {
-		if r.ctx.Err() != nil {
-			return violationf(ErrDeadlock, "step %d: stopped by the watchdog", step)
-		}
+		require(r.ctx.Err() == nil, ErrDeadlock, "step %d: stopped by the watchdog", step)
+		var err error
 		if len(m.Blocks) > 0 && rng.IntN(5) < 2 {
 			err = m.free(m.Blocks[rng.IntN(len(m.Blocks))])
 		} else {
 			_, err = m.alloc(1+rng.IntN(m.Largest()), rng.IntN(2), 0)
 		}
-		if err == nil && step%128 == 127 {
+		clMustIn(err, "step %d", step)
+		if step%128 == 127 {
 			for _, b := range m.Blocks {
-				if err = m.intact(b); err != nil {
-					break
-				}
+				clMustIn(m.intact(b), "step %d", step)
 			}
 		}
-		if err != nil {
-			return fmt.Errorf("step %d: %w", step, err)
-		}
 	}
-	if err := m.freeAll(); err != nil {
-		return err
-	}
+	m.freeAll()
 	return m.check("after freeing everything")
 }
 
@@ -169,9 +136,7 @@ func checkClassesFreeChunk(r *clCase, m *clModel) error {
 	}
 	rng := rand.New(rand.NewPCG(8, 9))
 	for _, empty := range [][]classes.Handle{nil, {}} {
-		if err := m.c.FreeChunk(empty); err != nil {
-			return violationf(ErrContract, "FreeChunk of an empty chunk = %v", err)
-		}
+		mustOK("FreeChunk of an empty chunk", m.c.FreeChunk(empty))
 	}
 	for length := 1; length <= min(total, 70); length++ {
 		// Allocate blocks of random classes until length of them are live.
@@ -180,17 +145,14 @@ func checkClassesFreeChunk(r *clCase, m *clModel) error {
 			if m.Counts[k].Free == 0 {
 				continue
 			}
-			if _, err := m.alloc(1+rng.IntN(m.cls[k].Size), viaAllocClass, k); err != nil {
-				return err
-			}
+			_, err := m.alloc(1+rng.IntN(m.cls[k].Size), viaAllocClass, k)
+			must(err)
 		}
 		chunk := slices.Clone(m.Blocks[:length])
 		rng.Shuffle(len(chunk), func(i, j int) { chunk[i], chunk[j] = chunk[j], chunk[i] })
 		hs := make([]classes.Handle, 0, length+4)
 		for _, b := range chunk {
-			if err := m.intact(b); err != nil {
-				return err
-			}
+			must(m.intact(b))
 			hs = append(hs, b.Key)
 		}
 		var bad []badHandle
@@ -209,27 +171,19 @@ func checkClassesFreeChunk(r *clCase, m *clModel) error {
 		}
 		err := m.c.FreeChunk(hs)
 		if len(bad) == 0 {
-			if err != nil {
-				return violationf(ErrContract, "FreeChunk of %d live handles: %v", length, err)
-			}
+			mustOK(fmt.Sprintf("FreeChunk of %d live handles", length), err)
 		} else {
 			var rej *pool.RejectedError
-			switch {
-			case !errors.As(err, &rej) || !errors.Is(err, pool.ErrInvalidHandle):
-				return violationf(ErrContract, "FreeChunk of %d live and %d bad handles = %v, want a *pool.RejectedError", length, len(bad), err)
-			case rej.Rejected != len(bad):
-				return violationf(ErrAccounting, "FreeChunk of %d live and %d bad handles reported %d rejected", length, len(bad), rej.Rejected)
-			case !slices.ContainsFunc(bad, func(x badHandle) bool { return x.h.Block() == rej.First }):
-				return violationf(ErrContract, "FreeChunk's rejection names %v as the first refused, which is none of the bad handles", rej.First)
-			}
+			require(errors.As(err, &rej) && errors.Is(err, pool.ErrInvalidHandle), ErrContract, "FreeChunk of %d live and %d bad handles = %v, want a *pool.RejectedError", length, len(bad), err)
+			require(rej.Rejected == len(bad), ErrAccounting, "FreeChunk of %d live and %d bad handles reported %d rejected", length, len(bad), rej.Rejected)
+			named := slices.ContainsFunc(bad, func(x badHandle) bool { return x.h.Block() == rej.First })
+			require(named, ErrContract, "FreeChunk's rejection names %v as the first refused, which is none of the bad handles", rej.First)
 			for _, x := range bad {
 				m.Refused(x.count, 1)
 			}
 		}
 		m.forget(chunk, false)
-		if err := m.check(fmt.Sprintf("after FreeChunk of %d live and %d bad handles", length, len(bad))); err != nil {
-			return err
-		}
+		must(m.check(fmt.Sprintf("after FreeChunk of %d live and %d bad handles", length, len(bad))))
 	}
 	return nil
 }

@@ -14,14 +14,10 @@ import (
 
 func checkClassesAccounting(r *clCase, m *clModel) error {
 	snd, err := m.c.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	rng := rand.New(rand.NewPCG(10, 11))
 	for step := range scaled(3000) {
-		if r.ctx.Err() != nil {
-			return violationf(ErrDeadlock, "step %d: stopped by the watchdog", step)
-		}
+		require(r.ctx.Err() == nil, ErrDeadlock, "step %d: stopped by the watchdog", step)
 		var err error
 		switch op := m.Next(rng); op.Kind {
 		case model.SizesAlloc:
@@ -55,9 +51,7 @@ func checkClassesAccounting(r *clCase, m *clModel) error {
 		if err == nil {
 			err = m.check("")
 		}
-		if err != nil {
-			return fmt.Errorf("step %d: %w", step, err)
-		}
+		clMustIn(err, "step %d", step)
 	}
 	return nil
 }
@@ -101,15 +95,9 @@ func classIdentities(st classes.Stats, n int) error {
 func checkClassesSnapshot(r *clCase, m *clModel) error {
 	ctx, c := r.ctx, m.c
 	n := len(m.cls)
-	if err := classIdentities(c.Snapshot(), n); err != nil {
-		return fmt.Errorf("the first snapshot: %w", err)
-	}
-	if err := checkClassesSnapshotFresh(r, m); err != nil {
-		return err
-	}
-	if err := checkClassesOwnSlices(m); err != nil {
-		return err
-	}
+	clMustIn(classIdentities(c.Snapshot(), n), "the first snapshot")
+	checkClassesSnapshotFresh(r, m)
+	checkClassesOwnSlices(m)
 	quit := make(chan struct{})
 	var scrape crew
 	scraper(&scrape, ctx, quit, c.Snapshot, func(prev, st classes.Stats) error {
@@ -143,9 +131,7 @@ func checkClassesSnapshot(r *clCase, m *clModel) error {
 		}
 	}
 	close(quit)
-	if err := scrape.wait(ctx, "scrapers"); err != nil {
-		return err
-	}
+	must(scrape.wait(ctx, "scrapers"))
 	st := c.Stats()
 	snap := c.Snapshot()
 	if !slices.Equal(st.Classes, snap.Classes) || st.Rejected != snap.Rejected {
@@ -158,31 +144,23 @@ func checkClassesSnapshot(r *clCase, m *clModel) error {
 // fresh. The owner allocates without calling Stats; a Snapshot asked for
 // later (past the freshness window of the last publication) gets the
 // allocations once the owner drains.
-func checkClassesSnapshotFresh(r *clCase, m *clModel) error {
-	if err := m.freeAll(); err != nil {
-		return err
-	}
-	if err := m.check("before a drain-only stretch"); err != nil { // publishes
-		return err
-	}
+func checkClassesSnapshotFresh(r *clCase, m *clModel) {
+	m.freeAll()
+	must(m.check("before a drain-only stretch")) // publishes
 	const k = 3
 	for range k {
 		if b, err := m.alloc(1, viaAlloc, 0); err != nil || b == nil {
-			return refusedOr(err, "Alloc(1) on a fresh allocator failed")
+			must(refusedOr(err, "Alloc(1) on a fresh allocator failed"))
 		}
 	}
 	st, err := snapshotWhileDraining(r.ctx, m.c.Snapshot, m.c.Drain)
-	if err != nil {
-		return err
+	must(err)
+	live := -1
+	if len(st.Classes) > 0 {
+		live = st.Classes[0].Live
 	}
-	if len(st.Classes) == 0 || st.Classes[0].Live != k {
-		live := -1
-		if len(st.Classes) > 0 {
-			live = st.Classes[0].Live
-		}
-		return violationf(ErrAccounting, "a Snapshot asked for while the owner only drained says %d blocks of class 0 live, want %d: the owner does not publish at Drain when asked (a scraper of a drain-only owner is stale forever)", live, k)
-	}
-	return m.freeAll()
+	require(live == k, ErrAccounting, "a Snapshot asked for while the owner only drained says %d blocks of class 0 live, want %d: the owner does not publish at Drain when asked (a scraper of a drain-only owner is stale forever)", live, k)
+	m.freeAll()
 }
 
 // checkClassesOwnSlices: every slice the allocator returns is the
@@ -190,11 +168,10 @@ func checkClassesSnapshotFresh(r *clCase, m *clModel) error {
 // allocator goes on, edits to them do not show in later ones, and an edit
 // to what Classes returned changes neither what it returns next nor where
 // allocations go.
-func checkClassesOwnSlices(m *clModel) error {
+func checkClassesOwnSlices(m *clModel) {
 	c := m.c
-	b, err := m.alloc(1, viaAlloc, 0)
-	if err != nil || b == nil {
-		return refusedOr(err, "Alloc(1) on a fresh allocator failed")
+	if b, err := m.alloc(1, viaAlloc, 0); err != nil || b == nil {
+		must(refusedOr(err, "Alloc(1) on a fresh allocator failed"))
 	}
 	for _, read := range []struct {
 		name string
@@ -204,12 +181,10 @@ func checkClassesOwnSlices(m *clModel) error {
 		kept := slices.Clone(st.Classes)
 		// The allocator goes on: the earlier value must not follow.
 		x, err := m.take(len(m.cls) - 1)
-		if err != nil {
-			return err
-		}
+		must(err)
 		later := read.get()
 		if !slices.Equal(st.Classes, kept) {
-			return violationf(ErrAliased, "a %s taken earlier changed when the allocator went on: %s; the slice it returned is one the allocator keeps writing", read.name, fieldDiff(st.Classes, kept))
+			must(violationf(ErrAliased, "a %s taken earlier changed when the allocator went on: %s; the slice it returned is one the allocator keeps writing", read.name, fieldDiff(st.Classes, kept)))
 		}
 		// The caller's edits must not reach the allocator.
 		want := slices.Clone(later.Classes)
@@ -222,67 +197,48 @@ func checkClassesOwnSlices(m *clModel) error {
 			again = c.Snapshot() // no publication between the edit and the read
 		}
 		if !slices.Equal(again.Classes, want) {
-			return violationf(ErrAliased, "an edit to what %s returned showed in the next %s: %s", read.name, read.name, fieldDiff(again.Classes, want))
+			must(violationf(ErrAliased, "an edit to what %s returned showed in the next %s: %s", read.name, read.name, fieldDiff(again.Classes, want)))
 		}
-		if err := m.free(x); err != nil {
-			return err
-		}
+		must(m.free(x))
 	}
 	cls := c.Classes()
 	for i := range cls {
 		cls[i].Size, cls[i].Blocks = 1, 1
 	}
-	if got := c.Classes(); !slices.Equal(got, m.cls) {
-		return violationf(ErrAliased, "an edit to what Classes returned showed in the next Classes: %v, want %v", got, m.cls)
-	}
+	got := c.Classes()
+	require(slices.Equal(got, m.cls), ErrAliased, "an edit to what Classes returned showed in the next Classes: %v, want %v", got, m.cls)
 	for _, n := range m.sizes() {
 		x, err := m.alloc(n, viaAlloc, 0)
-		if err != nil {
-			return fmt.Errorf("after an edit to what Classes returned: %w", err)
-		}
+		clMustIn(err, "after an edit to what Classes returned")
 		if x != nil {
-			if err := m.free(x); err != nil {
-				return err
-			}
+			must(m.free(x))
 		}
 	}
-	return m.check("after edits to every slice the allocator returned")
+	must(m.check("after edits to every slice the allocator returned"))
 }
 
 func checkClassesClose(r *clCase, m *clModel) error {
 	c := m.c
 	live, err := m.perClass(1)
-	if err != nil {
-		return err
-	}
+	must(err)
 	snd, err := c.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
-	if err := m.remoteFree(r, snd, live[:1], false); err != nil {
-		return err
-	}
+	mustOK("NewSender", err)
+	must(m.remoteFree(r, snd, live[:1], false))
 	h := live[1].Key
 	final := c.Stats()
-	if err := c.Close(); err != nil {
-		return violationf(ErrContract, "Close: %v", err)
-	}
+	mustOK("Close", c.Close())
 	_, aErr := c.Alloc(1)
 	_, _, bErr := c.AllocBytes(1)
 	_, cErr := c.AllocClass(0, 1)
 	_, yErr := c.Bytes(h)
 	_, dErr := c.Drain()
 	_, sErr := c.NewSender()
-	if err := allFail(pool.ErrClosed, "after Close", []call{
+	must(allFail(pool.ErrClosed, "after Close", []call{
 		{"Alloc", aErr}, {"AllocBytes", bErr}, {"AllocClass", cErr}, {"Bytes", yErr}, {"Drain", dErr},
 		{"NewSender", sErr}, {"Free", c.Free(h)}, {"FreeChunk", c.FreeChunk([]classes.Handle{h})},
 		{"Free of the zero handle", c.Free(classes.Handle{})}, {"Close", c.Close()},
-	}); err != nil {
-		return err
-	}
-	if err := classSendsFail("a sender of a closed allocator", snd, h); err != nil {
-		return err
-	}
+	}))
+	classSendsFail("a sender of a closed allocator", snd, h)
 	if st := c.Stats(); !slices.Equal(st.Classes, final.Classes) || st.Rejected != final.Rejected {
 		return violationf(ErrAccounting, "Stats after Close differs from Stats at Close: %s", fieldDiff(st, final))
 	}
@@ -295,16 +251,10 @@ func checkClassesClose(r *clCase, m *clModel) error {
 func checkClassesAllocs(r *clCase, m *clModel) error {
 	c := m.c
 	snd, err := c.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	stale, err := c.Alloc(1)
-	if err != nil {
-		return violationf(ErrContract, "Alloc: %v", err)
-	}
-	if err := c.Free(stale); err != nil {
-		return violationf(ErrContract, "Free: %v", err)
-	}
+	mustOK("Alloc", err)
+	mustOK("Free", c.Free(stale))
 	// One handle of every class per chunk: it fits any transport.
 	chunk := make([]classes.Handle, len(m.cls))
 	rng := rand.New(rand.NewPCG(31, 32))
