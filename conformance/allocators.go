@@ -269,9 +269,7 @@ func foreignAcross[M idModel[B], B any](models []M, noun string, each func(k int
 	}
 	for k, m := range models {
 		for _, b := range placed[k] {
-			if err := m.intact(b); err != nil {
-				must(fmt.Errorf("allocator %d: %w", k, err))
-			}
+			mustIn(m.intact(b), "allocator %d", k)
 		}
 		must(m.check(fmt.Sprintf("allocator %d, after the others' %ss were refused", k, noun)))
 		must(each(k, m))
@@ -297,9 +295,7 @@ func closedIdentity[X interface{ Close() error }, M idModel[B], B any](r *run[X]
 		}
 		after := fmt.Sprintf("allocator %d, after the %ss of closed allocators were refused", k, noun)
 		for _, b := range bs {
-			if err := m.intact(b); err != nil {
-				must(fmt.Errorf("%s: %w", after, err))
-			}
+			mustIn(m.intact(b), "%s", after)
 		}
 		must(m.check(after))
 		olds = append(olds, bs...)

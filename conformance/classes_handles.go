@@ -17,17 +17,17 @@ func checkClassesStale(r *clCase, m *clModel) error {
 	for round := range scaled(300) {
 		k := round % len(m.cls)
 		b, err := m.take(k)
-		clMustIn(err, "round %d", round)
+		mustIn(err, "round %d", round)
 		old := b.Key
 		must(m.free(b))
-		clMustIn(m.refused("a freed handle", staleOf(old)), "round %d", round)
+		mustIn(m.refused("a freed handle", staleOf(old)), "round %d", round)
 		// The block again, with a new handle: the old one is still
 		// refused, the new owner's memory untouched.
 		nb, err := m.take(k)
-		clMustIn(err, "round %d", round)
+		mustIn(err, "round %d", round)
 		require(nb.Key != old, ErrAliased, "round %d: reuse gave %v, equal to the freed handle: the old handle would reach the new owner's block", round, nb.Key)
-		clMustIn(m.refused("a freed handle whose block was reused", staleOf(old)), "round %d", round)
-		clMustIn(m.intact(nb), "round %d", round)
+		mustIn(m.refused("a freed handle whose block was reused", staleOf(old)), "round %d", round)
+		mustIn(m.intact(nb), "round %d", round)
 		if round%25 == 0 {
 			// Remotely: the drain refuses it, counts it, says why.
 			mustOK("sender Free", snd.Free(old))
@@ -104,7 +104,7 @@ func checkClassesForeign(r *clCase) error {
 	for k, m := range models {
 		for j := range m.cls {
 			_, err := m.fillClass(j)
-			clMustIn(err, "allocator %d", k)
+			mustIn(err, "allocator %d", k)
 		}
 	}
 	var owners []int
@@ -184,7 +184,7 @@ func checkClassesForged(r *clCase, m *clModel) error {
 		pid, idx, gen, want := forge(rng, rng.IntN(8), m.ids[k], uint32(blk.Index()), blk.Generation(), m.cls[k].Blocks)
 		f := mkClassHandle(mkHandle(pid, idx, gen), uint32(k))
 		if b, live := m.Live[f]; live {
-			clMustIn(m.intact(b), "forgery %d", i)
+			mustIn(m.intact(b), "forgery %d", i)
 			continue
 		}
 		var got error

@@ -316,14 +316,6 @@ func (m *clModel) freeAll() {
 	}
 }
 
-// clMustIn is must(err), err wrapped in the context that format and args
-// say ("round %d", round) unless nil.
-func clMustIn(err error, format string, args ...any) {
-	if err != nil {
-		must(fmt.Errorf(format+": %w", append(args, err)...))
-	}
-}
-
 // sizes returns the sizes at every class boundary and one byte either side.
 func (m *clModel) sizes() []int {
 	var ns []int

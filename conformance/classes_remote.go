@@ -71,9 +71,7 @@ func checkClassesRemote(r *clCase) error {
 	must(classesExchange(r, r.x, false))
 	c, err := r.another()
 	must(err)
-	if err := classesExchange(r, c, true); err != nil {
-		return fmt.Errorf("with a sender per request: %w", err)
-	}
+	mustIn(classesExchange(r, c, true), "with a sender per request")
 	return nil
 }
 
@@ -259,7 +257,7 @@ func checkClassesSenderRejects(r *clCase, m *clModel) error {
 	mustOK("NewSender", err)
 	for round := range scaled(40) {
 		good, err := m.perClass(1 + round%3)
-		clMustIn(err, "round %d", round)
+		mustIn(err, "round %d", round)
 		hs := keys(good)
 		unknown := 1 + round%2
 		for i := range unknown {
@@ -285,7 +283,7 @@ func checkClassesSenderRejects(r *clCase, m *clModel) error {
 		// Stale handles beside good ones: the drain refuses those, frees
 		// these, and counts both.
 		more, err := m.perClass(1)
-		clMustIn(err, "round %d", round)
+		mustIn(err, "round %d", round)
 		stale := good[round%len(good)].Key
 		hs = append(keys(more), stale)
 		got, reports, err = drainSending(r.ctx, m.c.Drain, true, func() error { return contractErr("sender FreeChunk", snd.FreeChunk(hs)) })

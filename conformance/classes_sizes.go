@@ -100,7 +100,7 @@ func checkClassesNoFallback(r *clCase, m *clModel) error {
 		for j := range m.cls {
 			if j != k && m.Counts[j].Free > 0 {
 				_, err := m.take(j)
-				clMustIn(err, "with class %d exhausted", k)
+				mustIn(err, "with class %d exhausted", k)
 			}
 		}
 		m.freeAll()
@@ -118,10 +118,10 @@ func checkClassesNoAliasing(r *clCase, m *clModel) error {
 		} else {
 			_, err = m.alloc(1+rng.IntN(m.Largest()), rng.IntN(2), 0)
 		}
-		clMustIn(err, "step %d", step)
+		mustIn(err, "step %d", step)
 		if step%128 == 127 {
 			for _, b := range m.Blocks {
-				clMustIn(m.intact(b), "step %d", step)
+				mustIn(m.intact(b), "step %d", step)
 			}
 		}
 	}

@@ -51,7 +51,7 @@ func checkClassesAccounting(r *clCase, m *clModel) error {
 		if err == nil {
 			err = m.check("")
 		}
-		clMustIn(err, "step %d", step)
+		mustIn(err, "step %d", step)
 	}
 	return nil
 }
@@ -95,7 +95,7 @@ func classIdentities(st classes.Stats, n int) error {
 func checkClassesSnapshot(r *clCase, m *clModel) error {
 	ctx, c := r.ctx, m.c
 	n := len(m.cls)
-	clMustIn(classIdentities(c.Snapshot(), n), "the first snapshot")
+	mustIn(classIdentities(c.Snapshot(), n), "the first snapshot")
 	checkClassesSnapshotFresh(r, m)
 	checkClassesOwnSlices(m)
 	quit := make(chan struct{})
@@ -209,7 +209,7 @@ func checkClassesOwnSlices(m *clModel) {
 	require(slices.Equal(got, m.cls), ErrAliased, "an edit to what Classes returned showed in the next Classes: %v, want %v", got, m.cls)
 	for _, n := range m.sizes() {
 		x, err := m.alloc(n, viaAlloc, 0)
-		clMustIn(err, "after an edit to what Classes returned")
+		mustIn(err, "after an edit to what Classes returned")
 		if x != nil {
 			must(m.free(x))
 		}

@@ -157,9 +157,7 @@ func reuseOrder(ctx context.Context, s subject) error {
 			}
 			chunk := pick(k)
 			mustOK(fmt.Sprintf("step %d: sender FreeChunk", step), snd.FreeChunk(chunk))
-			if err := drainAll(s, k, "remotely freed blocks"); err != nil {
-				return fmt.Errorf("step %d: %w", step, err)
-			}
+			mustIn(drainAll(s, k, "remotely freed blocks"), "step %d", step)
 			for _, h := range chunk {
 				model = append(model, h.Index())
 			}
@@ -314,9 +312,7 @@ func poolClosedIdentity(r *plRun) {
 			fill(mem, byte(k+1))
 		}
 		for _, old := range olds {
-			if err := refusedBytesFree(s, "a handle of a pool closed before it was made", old, pool.ErrForeignHandle); err != nil {
-				must(fmt.Errorf("pool %d: %w", k, err))
-			}
+			mustIn(refusedBytesFree(s, "a handle of a pool closed before it was made", old, pool.ErrForeignHandle), "pool %d", k)
 		}
 		for _, h := range hs {
 			mem, err := s.Bytes(h)

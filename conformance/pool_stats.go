@@ -134,9 +134,7 @@ func checkAccounting(r *plRun) error {
 			got, reports, err := sendDraining(ctx, s, snd, chunk)
 			require(got <= len(m.InFlight) && len(reports) == 0, ErrDuplicated, "step %d: drains freed %d with %d in flight and reported %v", step, got, len(m.InFlight), reports)
 			m.Landed(got)
-			if err != nil {
-				return fmt.Errorf("step %d: %w", step, err)
-			}
+			mustIn(err, "step %d", step)
 			sub := snd.Submitted()
 			require(sub == m.Submitted, ErrAccounting, "step %d: Sender.Submitted = %d, it accepted %d", step, sub, m.Submitted)
 		case model.PoolDrain: // everything in flight, one Drain at a time
@@ -158,15 +156,11 @@ func checkAccounting(r *plRun) error {
 				mustOK(fmt.Sprintf("step %d: Bytes of a live handle", step), err)
 			}
 		}
-		if err := statsWant(s, m.Count(), m.Allocs, m.Frees, m.Rejected); err != nil {
-			return fmt.Errorf("step %d: %w", step, err)
-		}
+		mustIn(statsWant(s, m.Count(), m.Allocs, m.Frees, m.Rejected), "step %d", step)
 		st := s.Stats()
 		require(st.HighWater == m.HighWater, ErrAccounting, "step %d: HighWater = %d, model says %d", step, st.HighWater, m.HighWater)
 		require(st.RemoteSubmitted == m.Submitted, ErrAccounting, "step %d: RemoteSubmitted = %d, the sender accepted %d", step, st.RemoteSubmitted, m.Submitted)
-		if err := notBehind(before, st); err != nil {
-			return fmt.Errorf("step %d: %w", step, err)
-		}
+		mustIn(notBehind(before, st), "step %d", step)
 	}
 	return nil
 }

@@ -87,6 +87,14 @@ func must(err error) {
 // err is nil.
 func mustOK(what string, err error) { must(contractErr(what, err)) }
 
+// mustIn is must(err) with err put in the context format and args say (a
+// round, a step, an allocator), unless err is nil.
+func mustIn(err error, format string, args ...any) {
+	if err != nil {
+		panic(failure{fmt.Errorf(format+": %w", append(args, err)...)})
+	}
+}
+
 // require ends the case with a violation of kind unless ok.
 func require(ok bool, kind error, format string, args ...any) {
 	if !ok {
