@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"slices"
 	"time"
@@ -12,24 +11,19 @@ import (
 
 // senderFails checks that every send path of snd fails with pool.ErrClosed
 // at every length of lengths, and that its Submitted count does not move.
-func senderFails(who string, snd sender, h pool.Handle, lengths []int) error {
+func senderFails(who string, snd sender, h pool.Handle, lengths []int) {
 	before := snd.Submitted()
 	for _, n := range lengths {
 		chunk := slices.Repeat([]pool.Handle{h}, n)
-		if err := snd.FreeChunk(chunk); !errors.Is(err, pool.ErrClosed) {
-			return violationf(ErrContract, "%s: FreeChunk of %d handles = %v, want pool.ErrClosed", who, n, err)
-		}
-		if m, err := snd.TryFreeChunk(chunk); m != 0 || !errors.Is(err, pool.ErrClosed) {
-			return violationf(ErrContract, "%s: TryFreeChunk of %d handles = (%d, %v), want (0, pool.ErrClosed)", who, n, m, err)
-		}
+		err := snd.FreeChunk(chunk)
+		require(errors.Is(err, pool.ErrClosed), ErrContract, "%s: FreeChunk of %d handles = %v, want pool.ErrClosed", who, n, err)
+		m, err := snd.TryFreeChunk(chunk)
+		require(m == 0 && errors.Is(err, pool.ErrClosed), ErrContract, "%s: TryFreeChunk of %d handles = (%d, %v), want (0, pool.ErrClosed)", who, n, m, err)
 	}
-	if err := snd.Free(h); !errors.Is(err, pool.ErrClosed) {
-		return violationf(ErrContract, "%s: Free = %v, want pool.ErrClosed", who, err)
-	}
-	if after := snd.Submitted(); after != before {
-		return violationf(ErrAccounting, "%s: Submitted went from %d to %d with every send failing", who, before, after)
-	}
-	return nil
+	err := snd.Free(h)
+	require(errors.Is(err, pool.ErrClosed), ErrContract, "%s: Free = %v, want pool.ErrClosed", who, err)
+	after := snd.Submitted()
+	require(after == before, ErrAccounting, "%s: Submitted went from %d to %d with every send failing", who, before, after)
 }
 
 func checkClose(r *plRun) error {
@@ -39,91 +33,56 @@ func checkClose(r *plRun) error {
 	// Every byte of every block is the user's: writing it all is no
 	// reason for Close to fail.
 	all := make([]pool.Handle, n)
-	if err := s.AllocChunk(all); err != nil {
-		return violationf(ErrContract, "AllocChunk of every block: %v", err)
-	}
+	mustOK("AllocChunk of every block", s.AllocChunk(all))
 	for _, h := range all {
 		b, err := s.Bytes(h)
-		if err != nil {
-			return violationf(ErrContract, "Bytes: %v", err)
-		}
+		mustOK("Bytes", err)
 		fill(b, 0xff)
 	}
-	if err := s.FreeChunk(all); err != nil {
-		return violationf(ErrContract, "FreeChunk of every block: %v", err)
-	}
+	mustOK("FreeChunk of every block", s.FreeChunk(all))
 	hs := make([]pool.Handle, 4)
-	if err := s.AllocChunk(hs); err != nil {
-		return violationf(ErrContract, "AllocChunk: %v", err)
-	}
+	mustOK("AllocChunk", s.AllocChunk(hs))
 	h := hs[0]
 	used, err := s.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	k := room(s, 2)
-	if err := used.FreeChunk(hs[2 : 2+k]); err != nil { // left pending
-		return violationf(ErrContract, "sender FreeChunk: %v", err)
-	}
+	mustOK("sender FreeChunk", used.FreeChunk(hs[2:2+k])) // left pending
 	idle, err := s.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
-	if err := s.Close(); err != nil {
-		return violationf(ErrContract, "Close: %v", err)
-	}
+	mustOK("NewSender", err)
+	mustOK("Close", s.Close())
 	_, errAlloc := s.Alloc()
 	_, _, errAllocBytes := s.AllocBytes()
 	_, errBytes := s.Bytes(h)
 	_, errDrain := s.Drain()
 	_, errSender := s.NewSender()
-	if err := allFail(pool.ErrClosed, "after Close", []call{
+	must(allFail(pool.ErrClosed, "after Close", []call{
 		{"Alloc", errAlloc}, {"AllocBytes", errAllocBytes},
 		{"AllocChunk of 0", s.AllocChunk(nil)}, {"AllocChunk of 1", s.AllocChunk(make([]pool.Handle, 1))},
 		{"AllocChunk of 16", s.AllocChunk(make([]pool.Handle, 16))}, {"AllocChunk of the capacity", s.AllocChunk(make([]pool.Handle, n))},
 		{"Free", s.Free(h)}, {"Free of a zero handle", s.Free(pool.Handle{})},
 		{"FreeChunk of 0", s.FreeChunk(nil)}, {"FreeChunk of 1", s.FreeChunk(hs[:1])}, {"FreeChunk of 4", s.FreeChunk(hs)},
 		{"Bytes", errBytes}, {"Drain", errDrain}, {"NewSender", errSender}, {"second Close", s.Close()},
-	}); err != nil {
-		return err
-	}
+	}))
 	lengths := closeLengths(bd, bounded, r.longest())
-	if err := senderFails("after Close, a sender with frees pending", used, h, lengths); err != nil {
-		return err
-	}
-	if err := senderFails("after Close, an idle sender", idle, h, lengths); err != nil {
-		return err
-	}
-	if err := identities(s.Stats()); err != nil {
-		return fmt.Errorf("after Close, Stats: %w", err)
-	}
-	if err := identities(s.Snapshot()); err != nil {
-		return fmt.Errorf("after Close, Snapshot: %w", err)
-	}
+	senderFails("after Close, a sender with frees pending", used, h, lengths)
+	senderFails("after Close, an idle sender", idle, h, lengths)
+	mustIn(identities(s.Stats()), "after Close, Stats")
+	mustIn(identities(s.Snapshot()), "after Close, Snapshot")
 	if !bounded {
 		return nil
 	}
 	// A sender blocked on a full transport is released by the pool's
 	// Close.
 	o, err := r.another()
-	if err != nil {
-		return err
-	}
+	must(err)
 	snd, err := o.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	filler, err := o.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc: %v", err)
-	}
-	if err := fillTransport(snd, filler, bd, 0); err != nil {
-		return err
-	}
+	mustOK("Alloc", err)
+	fillTransport(snd, filler, bd, 0)
 	one := []pool.Handle{filler}
-	if m, err := snd.TryFreeChunk(one); m != 0 || !errors.Is(err, pool.ErrFull) {
-		return violationf(ErrContract, "TryFreeChunk into a full transport = (%d, %v), want (0, pool.ErrFull)", m, err)
-	}
+	m, err := snd.TryFreeChunk(one)
+	require(m == 0 && errors.Is(err, pool.ErrFull), ErrContract, "TryFreeChunk into a full transport = (%d, %v), want (0, pool.ErrFull)", m, err)
 	// A per-handle queue gets a chunk longer than it holds: a Drain wakes
 	// the sender, which blocks again, and Close must release it then too.
 	long := one
@@ -132,9 +91,8 @@ func checkClose(r *plRun) error {
 	}
 	var c crew
 	c.Go(func() error {
-		if err := snd.FreeChunk(long); err != nil && !errors.Is(err, pool.ErrClosed) {
-			return violationf(ErrContract, "a FreeChunk blocked on a full transport returned %v after the pool's Close, want nil or pool.ErrClosed", err)
-		}
+		err := snd.FreeChunk(long)
+		require(err == nil || errors.Is(err, pool.ErrClosed), ErrContract, "a FreeChunk blocked on a full transport returned %v after the pool's Close, want nil or pool.ErrClosed", err)
 		return nil
 	})
 	letBlock := func() {
@@ -150,9 +108,7 @@ func checkClose(r *plRun) error {
 		return errors.Join(violationf(ErrContract, "Close: %v", err), c.wait(ctx, "senders"))
 	}
 	for deadline := time.Now().Add(closeGrace); !c.finished(); {
-		if time.Now().After(deadline) {
-			return violationf(ErrDeadlock, "a sender blocked on a full transport was not released by the pool's Close within %v", closeGrace)
-		}
+		require(!time.Now().After(deadline), ErrDeadlock, "a sender blocked on a full transport was not released by the pool's Close within %v", closeGrace)
 		time.Sleep(time.Millisecond)
 	}
 	return c.wait(ctx, "senders blocked on a full transport when the pool was closed were")
@@ -162,64 +118,38 @@ func checkSenderRetire(r *plRun) error {
 	s, ctx := r.x, r.ctx
 	bd, bounded := s.bounds()
 	snds, err := several(2, "NewSender", s.NewSender)
-	if err != nil {
-		return err
-	}
+	must(err)
 	snd, other := snds[0], snds[1]
 	// Leave more than a batch pending, then retire the sender.
 	k := room(s, 40)
 	hs := make([]pool.Handle, k)
-	if err := s.AllocChunk(hs); err != nil {
-		return violationf(ErrContract, "AllocChunk: %v", err)
-	}
-	if err := snd.FreeChunk(hs); err != nil {
-		return violationf(ErrContract, "sender FreeChunk: %v", err)
-	}
-	if sub := snd.Submitted(); sub != uint64(k) {
-		return violationf(ErrAccounting, "Submitted = %d after a FreeChunk of %d", sub, k)
-	}
-	if err := snd.Close(); err != nil {
-		return violationf(ErrContract, "Sender.Close = %v, want nil", err)
-	}
+	mustOK("AllocChunk", s.AllocChunk(hs))
+	mustOK("sender FreeChunk", snd.FreeChunk(hs))
+	sub := snd.Submitted()
+	require(sub == uint64(k), ErrAccounting, "Submitted = %d after a FreeChunk of %d", sub, k)
+	err = snd.Close()
+	require(err == nil, ErrContract, "Sender.Close = %v, want nil", err)
 	for range 3 {
-		if err := snd.Close(); err != nil {
-			return violationf(ErrContract, "Sender.Close again = %v, want nil", err)
-		}
+		err := snd.Close()
+		require(err == nil, ErrContract, "Sender.Close again = %v, want nil", err)
 	}
-	if err := senderFails("after Sender.Close", snd, hs[0], closeLengths(bd, bounded, r.longest())); err != nil {
-		return err
-	}
+	senderFails("after Sender.Close", snd, hs[0], closeLengths(bd, bounded, r.longest()))
 	// The other sender still works, and what the retired one freed is
 	// drained, once, and counted.
 	h, err := s.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc: %v", err)
-	}
+	mustOK("Alloc", err)
 	drained, reports, err := sendDraining(ctx, s, other, []pool.Handle{h})
-	if err != nil {
-		return err
-	}
-	if len(reports) > 0 {
-		return violationf(ErrDuplicated, "drains of a retired sender's frees rejected handles: %v", reports)
-	}
+	must(err)
+	require(len(reports) == 0, ErrDuplicated, "drains of a retired sender's frees rejected handles: %v", reports)
 	more, err := drainDry(ctx, s.Drain)
-	if err != nil {
-		return err
-	}
+	must(err)
 	drained += more
-	if drained != k+1 {
-		return violationf(ErrLost, "drains freed %d blocks, a retired sender and another freed %d", drained, k+1)
-	}
-	if st := s.Stats(); st.RemoteSubmitted != uint64(k+1) || st.RemoteDrained != uint64(k+1) {
-		return violationf(ErrAccounting, "RemoteSubmitted %d, RemoteDrained %d, want %d each: a retired sender's frees still count", st.RemoteSubmitted, st.RemoteDrained, k+1)
-	}
-	if err := statsWant(s, 0, uint64(k+1), uint64(k+1), 0); err != nil {
-		return err
-	}
+	require(drained == k+1, ErrLost, "drains freed %d blocks, a retired sender and another freed %d", drained, k+1)
+	st := s.Stats()
+	require(st.RemoteSubmitted == uint64(k+1) && st.RemoteDrained == uint64(k+1), ErrAccounting, "RemoteSubmitted %d, RemoteDrained %d, want %d each: a retired sender's frees still count", st.RemoteSubmitted, st.RemoteDrained, k+1)
+	must(statsWant(s, 0, uint64(k+1), uint64(k+1), 0))
 	// Per-request senders retire while the owner drains.
-	if err := remoteExchange(ctx, s, true, 2); err != nil {
-		return fmt.Errorf("senders retiring while the owner drains: %w", err)
-	}
+	mustIn(remoteExchange(ctx, s, true, 2), "senders retiring while the owner drains")
 	return nil
 }
 
@@ -264,15 +194,10 @@ func checkRetiredSenders(r *plRun) error {
 		_, err := drainDry(ctx, s.Drain)
 		return err
 	}
-	if err := retention(ctx, "sender", wave); err != nil {
-		return err
-	}
-	if err := statsWant(s, 0, uint64(freed), uint64(freed), 0); err != nil {
-		return err
-	}
-	if st := s.Stats(); st.RemoteSubmitted != uint64(freed) || st.RemoteDrained != uint64(freed) {
-		return violationf(ErrAccounting, "%d retired senders freed one block each: RemoteSubmitted %d, RemoteDrained %d", freed, st.RemoteSubmitted, st.RemoteDrained)
-	}
+	must(retention(ctx, "sender", wave))
+	must(statsWant(s, 0, uint64(freed), uint64(freed), 0))
+	st := s.Stats()
+	require(st.RemoteSubmitted == uint64(freed) && st.RemoteDrained == uint64(freed), ErrAccounting, "%d retired senders freed one block each: RemoteSubmitted %d, RemoteDrained %d", freed, st.RemoteSubmitted, st.RemoteDrained)
 	return nil
 }
 
@@ -280,23 +205,20 @@ func checkRetiredSenders(r *plRun) error {
 // left items, with copies of filler: the pool's size does not limit how
 // many handles a sender can send, and the drains free the first copy and
 // reject the others.
-func fillTransport(snd sender, filler pool.Handle, bd pool.Bounds, left int) error {
+func fillTransport(snd sender, filler pool.Handle, bd pool.Bounds, left int) {
 	items := bd.Capacity - left
 	if bd.Chunked {
 		one := []pool.Handle{filler}
 		for i := range items {
-			if m, err := snd.TryFreeChunk(one); m != 1 || err != nil {
-				return violationf(ErrContract, "TryFreeChunk of chunk item %d into a queue of %d = (%d, %v), want (1, nil)", i+1, bd.Capacity, m, err)
-			}
+			m, err := snd.TryFreeChunk(one)
+			require(m == 1 && err == nil, ErrContract, "TryFreeChunk of chunk item %d into a queue of %d = (%d, %v), want (1, nil)", i+1, bd.Capacity, m, err)
 		}
-		return nil
+		return
 	}
 	copies := make([]pool.Handle, items)
 	for i := range copies {
 		copies[i] = filler
 	}
-	if m, err := snd.TryFreeChunk(copies); m != items || err != nil {
-		return violationf(ErrContract, "TryFreeChunk of %d handles into an empty queue of %d = (%d, %v), want (%d, nil)", items, bd.Capacity, m, err, items)
-	}
-	return nil
+	m, err := snd.TryFreeChunk(copies)
+	require(m == items && err == nil, ErrContract, "TryFreeChunk of %d handles into an empty queue of %d = (%d, %v), want (%d, nil)", items, bd.Capacity, m, err, items)
 }

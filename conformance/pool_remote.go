@@ -47,15 +47,14 @@ func room(s subject, want int) int {
 // drainTaken drains until RemoteDrained reaches want: a drain may reject
 // copies of a handle, but one that takes nothing and rejects nothing loses
 // the rest of the handles, what.
-func drainTaken(s subject, want uint64, what string) error {
+func drainTaken(s subject, want uint64, what string) {
 	for s.Stats().RemoteDrained < want {
 		m, err := s.Drain()
 		var rej *pool.RejectedError
 		if m == 0 && (err == nil || !errors.As(err, &rej)) {
-			return violationf(ErrLost, "drains left RemoteDrained at %d, short of %d, with %s sent (%v)", s.Stats().RemoteDrained, want, what, err)
+			must(violationf(ErrLost, "drains left RemoteDrained at %d, short of %d, with %s sent (%v)", s.Stats().RemoteDrained, want, what, err))
 		}
 	}
-	return nil
 }
 
 // drainAll drains until want blocks came back: a Drain that fails or
@@ -85,9 +84,7 @@ func checkExhaustion(r *plRun) error {
 	three := make([]pool.Handle, 3)
 	err := s.AllocChunk(three)
 	require(errors.Is(err, pool.ErrExhausted), ErrContract, "AllocChunk(3) with 2 free = %v, want pool.ErrExhausted", err)
-	if err := statsWant(s, n-2, uint64(n), 2, 0); err != nil {
-		return fmt.Errorf("after a failed AllocChunk, nothing may be allocated: %w", err)
-	}
+	mustIn(statsWant(s, n-2, uint64(n), 2, 0), "after a failed AllocChunk, nothing may be allocated")
 	mustOK("AllocChunk(2) with 2 free", s.AllocChunk(three[:2]))
 	hw := s.Stats().HighWater
 	require(hw == n, ErrAccounting, "HighWater = %d, want %d", hw, n)
@@ -98,34 +95,24 @@ func checkDrainOnExhaustion(r *plRun) error {
 	s, ctx := r.x, r.ctx
 	n := capacityOf(s)
 	hs := make([]pool.Handle, n)
-	if err := s.AllocChunk(hs); err != nil {
-		return violationf(ErrContract, "AllocChunk: %v", err)
-	}
+	mustOK("AllocChunk", s.AllocChunk(hs))
 	snd, err := s.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	k := room(s, 3)
 	var c crew
 	c.Go(func() error { return snd.FreeChunk(hs[:k]) }) // a worker frees k blocks
-	if err := c.wait(ctx, "senders' FreeChunk calls into a transport with room were"); err != nil {
-		return err
-	}
+	must(c.wait(ctx, "senders' FreeChunk calls into a transport with room were"))
 	// No explicit Drain: the allocation must find them itself.
 	before := s.Stats()
 	for i := range k {
-		if _, err := s.Alloc(); err != nil {
-			return violationf(ErrLost, "Alloc %d with %d blocks remotely freed and no Drain: %v", i+1, k, err)
-		}
+		_, err := s.Alloc()
+		require(err == nil, ErrLost, "Alloc %d with %d blocks remotely freed and no Drain: %v", i+1, k, err)
 	}
 	st := s.Stats()
-	switch {
-	case st.RemoteSubmitted != uint64(k) || st.RemoteDrained != uint64(k) || st.Frees != uint64(k):
-		return violationf(ErrAccounting, "after drain-on-exhaustion: submitted %d drained %d frees %d, want %d %d %d (a drain inside Alloc must be counted)",
-			st.RemoteSubmitted, st.RemoteDrained, st.Frees, k, k, k)
-	case st.Drains == before.Drains:
-		return violationf(ErrAccounting, "allocations that drained the transport left Drains at %d", st.Drains)
-	}
+	require(st.RemoteSubmitted == uint64(k) && st.RemoteDrained == uint64(k) && st.Frees == uint64(k), ErrAccounting,
+		"after drain-on-exhaustion: submitted %d drained %d frees %d, want %d %d %d (a drain inside Alloc must be counted)",
+		st.RemoteSubmitted, st.RemoteDrained, st.Frees, k, k, k)
+	require(st.Drains != before.Drains, ErrAccounting, "allocations that drained the transport left Drains at %d", st.Drains)
 	return statsWant(s, n, uint64(n+k), uint64(k), 0)
 }
 
@@ -149,16 +136,12 @@ func checkDrainUntilSatisfied(r *plRun) error {
 		ks = append(ks, bd.Batch-1, bd.Batch, bd.Batch+1, 2*bd.Batch+1, 3*bd.Batch+2, perSender, perSender+1)
 	}
 	snds, err := several(senders, "NewSender", s.NewSender)
-	if err != nil {
-		return err
-	}
+	must(err)
 	all := make([]pool.Handle, n)
-	if err := s.AllocChunk(all); err != nil {
-		return violationf(ErrContract, "AllocChunk of the whole pool: %v", err)
-	}
+	mustOK("AllocChunk of the whole pool", s.AllocChunk(all))
 	// park frees the first k live blocks through the senders, one handle
 	// per FreeChunk, at most perSender each, and waits for the sends.
-	park := func(k int) error {
+	park := func(k int) {
 		var c crew
 		for i, snd := range snds {
 			lo, hi := i*perSender, min((i+1)*perSender, k)
@@ -167,76 +150,56 @@ func checkDrainUntilSatisfied(r *plRun) error {
 			}
 			c.Go(func() error {
 				for _, h := range all[lo:hi] {
-					if err := snd.FreeChunk([]pool.Handle{h}); err != nil {
-						return violationf(ErrContract, "sender FreeChunk: %v", err)
-					}
+					mustOK("sender FreeChunk", snd.FreeChunk([]pool.Handle{h}))
 				}
 				return nil
 			})
 		}
-		return c.wait(ctx, "senders' FreeChunk calls into a transport with room were")
+		must(c.wait(ctx, "senders' FreeChunk calls into a transport with room were"))
 	}
 	for _, k := range ks {
 		if k < 1 || k > most {
 			continue
 		}
-		if st := s.Stats(); st.Free != 0 {
-			return violationf(ErrAccounting, "%d blocks free, want 0", st.Free)
-		}
+		free := s.Stats().Free
+		require(free == 0, ErrAccounting, "%d blocks free, want 0", free)
 		// AllocChunk(k+1) fails, having drained all k and allocated none.
 		if k < n {
-			if err := park(k); err != nil {
-				return err
-			}
-			more := make([]pool.Handle, k+1)
-			if err := s.AllocChunk(more); !errors.Is(err, pool.ErrExhausted) {
-				return violationf(ErrContract, "AllocChunk(%d) with %d blocks freed remotely = %v, want pool.ErrExhausted", k+1, k, err)
-			}
-			if st := s.Stats(); st.Free != k || st.Live != n-k {
-				return violationf(ErrLost, "AllocChunk(%d) with %d blocks freed remotely failed and left %d blocks free, want all %d drained and none allocated", k+1, k, st.Free, k)
-			}
-			if err := s.AllocChunk(all[:k]); err != nil {
-				return violationf(ErrContract, "AllocChunk(%d) with %d free: %v", k, k, err)
-			}
+			park(k)
+			err := s.AllocChunk(make([]pool.Handle, k+1))
+			require(errors.Is(err, pool.ErrExhausted), ErrContract, "AllocChunk(%d) with %d blocks freed remotely = %v, want pool.ErrExhausted", k+1, k, err)
+			st := s.Stats()
+			require(st.Free == k && st.Live == n-k, ErrLost, "AllocChunk(%d) with %d blocks freed remotely failed and left %d blocks free, want all %d drained and none allocated", k+1, k, st.Free, k)
+			mustOK(fmt.Sprintf("AllocChunk(%d) with %d free", k, k), s.AllocChunk(all[:k]))
 		}
 		// AllocChunk(k) succeeds, draining as often as it takes.
-		if err := park(k); err != nil {
-			return err
-		}
+		park(k)
 		before := s.Stats()
 		if err := s.AllocChunk(all[:k]); err != nil {
-			return violationf(ErrLost, "AllocChunk(%d) with no block free and %d freed through %d senders: %v (drained %d)",
-				k, k, senders, err, s.Stats().RemoteDrained-before.RemoteDrained)
+			must(violationf(ErrLost, "AllocChunk(%d) with no block free and %d freed through %d senders: %v (drained %d)",
+				k, k, senders, err, s.Stats().RemoteDrained-before.RemoteDrained))
 		}
 		// And so do k Allocs.
-		if err := park(k); err != nil {
-			return err
-		}
+		park(k)
 		for i := range k {
 			h, err := s.Alloc()
-			if err != nil {
-				return violationf(ErrLost, "Alloc %d of %d with no block free and %d freed through senders: %v", i+1, k, k, err)
-			}
+			require(err == nil, ErrLost, "Alloc %d of %d with no block free and %d freed through senders: %v", i+1, k, k, err)
 			all[i] = h
 		}
-		if err := identities(s.Stats()); err != nil {
-			return err
-		}
+		must(identities(s.Stats()))
 	}
 	return nil
 }
 
 func checkRemote(r *plRun) error {
-	if err := drainTakesAll(r.x); err != nil {
-		return err
-	}
+	drainTakesAll(r.x)
 	return remoteExchange(r.ctx, r.x, false, 1)
 }
 
 // drainTakesAll has a dozen senders, more than any small table of them,
 // free a block each, then checks that one Drain frees every block freed
 // before it started (up to a bounded transport's batch).
-func drainTakesAll(s subject) error {
+func drainTakesAll(s subject) {
 	k := min(12, capacityOf(s))
 	want := k
 	if bd, bounded := s.bounds(); bounded && !bd.PerProducer {
@@ -244,29 +207,17 @@ func drainTakesAll(s subject) error {
 		want = min(k, bd.Batch)
 	}
 	hs := make([]pool.Handle, k)
-	if err := s.AllocChunk(hs); err != nil {
-		return violationf(ErrContract, "AllocChunk: %v", err)
-	}
+	mustOK("AllocChunk", s.AllocChunk(hs))
 	for i, h := range hs {
 		snd, err := s.NewSender()
-		if err != nil {
-			return violationf(ErrContract, "NewSender: %v", err)
-		}
-		if err := snd.Free(h); err != nil {
-			return violationf(ErrContract, "sender %d: Free: %v", i, err)
-		}
-		if err := snd.Close(); err != nil {
-			return violationf(ErrContract, "sender %d: Close: %v", i, err)
-		}
+		mustOK("NewSender", err)
+		mustOK(fmt.Sprintf("sender %d: Free", i), snd.Free(h))
+		mustOK(fmt.Sprintf("sender %d: Close", i), snd.Close())
 	}
 	m, err := s.Drain()
-	if err != nil {
-		return violationf(ErrDuplicated, "a drain rejected handles freed once each: %v", err)
-	}
-	if m != want {
-		return violationf(ErrLost, "%d senders freed a block each, then one Drain freed %d, want %d: a Drain frees everything freed before it started", k, m, want)
-	}
-	return drainAll(s, k-m, "blocks freed through senders that the first Drain left")
+	require(err == nil, ErrDuplicated, "a drain rejected handles freed once each: %v", err)
+	require(m == want, ErrLost, "%d senders freed a block each, then one Drain freed %d, want %d: a Drain frees everything freed before it started", k, m, want)
+	must(drainAll(s, k-m, "blocks freed through senders that the first Drain left"))
 }
 
 // remoteExchange has workers free chunks the owner allocates, through their
@@ -317,9 +268,8 @@ func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) e
 			for j := range jobs[w] {
 				if perRequest && snd == nil {
 					var err error
-					if snd, err = s.NewSender(); err != nil {
-						return violationf(ErrContract, "NewSender on a worker: %v", err)
-					}
+					snd, err = s.NewSender()
+					mustOK("NewSender on a worker", err)
 				}
 				// Read what the owner wrote, then write, so the race
 				// detector sees the handoff both ways. A worker that
@@ -351,10 +301,8 @@ func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) e
 				default:
 					var m int
 					m, err = snd.TryFreeChunk(j.hs)
-					switch {
-					case m < 0 || m > len(j.hs) || (m < len(j.hs)) != (err != nil):
-						return violationf(ErrContract, "TryFreeChunk of %d handles = (%d, %v)", len(j.hs), m, err)
-					case errors.Is(err, pool.ErrFull):
+					require(m >= 0 && m <= len(j.hs) && (m < len(j.hs)) == (err != nil), ErrContract, "TryFreeChunk of %d handles = (%d, %v)", len(j.hs), m, err)
+					if errors.Is(err, pool.ErrFull) {
 						err = snd.FreeChunk(j.hs[m:])
 					}
 				}
@@ -472,31 +420,19 @@ func remoteExchange(ctx context.Context, s subject, perRequest bool, part int) e
 func checkRemoteRejects(r *plRun) error {
 	s, ctx := r.x, r.ctx
 	o, err := r.another()
-	if err != nil {
-		return err
-	}
+	must(err)
 	foreign, err := o.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc on the other pool: %v", err)
-	}
+	mustOK("Alloc on the other pool", err)
 	hs := make([]pool.Handle, 4)
-	if err := s.AllocChunk(hs); err != nil {
-		return violationf(ErrContract, "AllocChunk: %v", err)
-	}
+	mustOK("AllocChunk", s.AllocChunk(hs))
 	stale := hs[1]
-	if err := s.Free(stale); err != nil {
-		return violationf(ErrContract, "Free: %v", err)
-	}
+	mustOK("Free", s.Free(stale))
 	chunk := []pool.Handle{hs[0], stale, {}, hs[2], hs[3], foreign}
 	const bad = 3
 	snd, err := s.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	drained, reports, err := sendDraining(ctx, s, snd, chunk)
-	if err != nil {
-		return err
-	}
+	must(err)
 	for range 64 {
 		if s.Stats().RemoteDrained >= uint64(len(chunk)) {
 			break
@@ -513,36 +449,24 @@ func checkRemoteRejects(r *plRun) error {
 	var first *pool.RejectedError
 	for _, r := range reports {
 		var rej *pool.RejectedError
-		if !errors.As(r, &rej) {
-			return violationf(ErrContract, "Drain reported %v, want a *pool.RejectedError", r)
-		}
+		require(errors.As(r, &rej), ErrContract, "Drain reported %v, want a *pool.RejectedError", r)
 		if first == nil {
 			first = rej
 		}
 		rejected += rej.Rejected
 	}
-	switch {
-	case drained != 3:
-		return violationf(ErrLost, "drains freed %d blocks, want the 3 good ones", drained)
-	case first == nil || rejected != bad:
-		return violationf(ErrContract, "drains reported %v, want *pool.RejectedErrors of %d handles in all", reports, bad)
-	case !errors.Is(first, pool.ErrStaleHandle) || first.First != stale:
-		return violationf(ErrContract, "the first rejection reported is %v, want the stale %v", first, stale)
-	}
-	if err := statsWant(s, 0, 4, 4, uint64(bad)); err != nil {
-		return err
-	}
+	require(drained == 3, ErrLost, "drains freed %d blocks, want the 3 good ones", drained)
+	require(first != nil && rejected == bad, ErrContract, "drains reported %v, want *pool.RejectedErrors of %d handles in all", reports, bad)
+	require(errors.Is(first, pool.ErrStaleHandle) && first.First == stale, ErrContract, "the first rejection reported is %v, want the stale %v", first, stale)
+	must(statsWant(s, 0, 4, 4, uint64(bad)))
 	// The free list must be intact: every block can be handed out once.
 	n := capacityOf(s)
 	all := make([]pool.Handle, n)
-	if err := s.AllocChunk(all); err != nil {
-		return violationf(ErrLost, "AllocChunk of the whole pool after rejects: %v", err)
-	}
+	err = s.AllocChunk(all)
+	require(err == nil, ErrLost, "AllocChunk of the whole pool after rejects: %v", err)
 	seen := make(map[int]bool, n)
 	for _, h := range all {
-		if seen[h.Index()] {
-			return violationf(ErrDuplicated, "block %d handed out twice after a drain with bad handles", h.Index())
-		}
+		require(!seen[h.Index()], ErrDuplicated, "block %d handed out twice after a drain with bad handles", h.Index())
 		seen[h.Index()] = true
 	}
 	return nil
@@ -553,146 +477,105 @@ func checkTryFree(r *plRun) error {
 	n := capacityOf(s)
 	bd, bounded := s.bounds()
 	snd, err := s.NewSender()
-	if err != nil {
-		return violationf(ErrContract, "NewSender: %v", err)
-	}
+	mustOK("NewSender", err)
 	if !bounded {
 		for _, k := range []int{1, 5, 33, n} {
 			hs := make([]pool.Handle, k)
-			if err := s.AllocChunk(hs); err != nil {
-				return violationf(ErrContract, "AllocChunk: %v", err)
-			}
+			mustOK("AllocChunk", s.AllocChunk(hs))
 			before := snd.Submitted()
-			if m, err := snd.TryFreeChunk(hs); m != k || err != nil {
-				return violationf(ErrContract, "TryFreeChunk of %d handles on an unbounded transport = (%d, %v), want (%d, nil)", k, m, err, k)
-			}
-			if sub := snd.Submitted() - before; sub != uint64(k) {
-				return violationf(ErrAccounting, "Submitted grew by %d for %d handles", sub, k)
-			}
-			if err := drainAll(s, k, "blocks that TryFreeChunk reported sent"); err != nil {
-				return err
-			}
+			m, err := snd.TryFreeChunk(hs)
+			require(m == k && err == nil, ErrContract, "TryFreeChunk of %d handles on an unbounded transport = (%d, %v), want (%d, nil)", k, m, err, k)
+			sub := snd.Submitted() - before
+			require(sub == uint64(k), ErrAccounting, "Submitted grew by %d for %d handles", sub, k)
+			must(drainAll(s, k, "blocks that TryFreeChunk reported sent"))
 		}
 		return statsWant(s, 0, uint64(1+5+33+n), uint64(1+5+33+n), 0)
 	}
 	// Fill the queue up to three items with copies of a filler handle,
 	// then try a chunk of distinct handles that does not fit.
 	filler, err := s.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc: %v", err)
-	}
+	mustOK("Alloc", err)
 	left := min(3, bd.Capacity)
 	copies := bd.Capacity - left
-	if err := fillTransport(snd, filler, bd, left); err != nil {
-		return err
-	}
+	fillTransport(snd, filler, bd, left)
 	hs := make([]pool.Handle, left+5)
-	if err := s.AllocChunk(hs); err != nil {
-		return violationf(ErrContract, "AllocChunk: %v", err)
-	}
-	var sent, kept []pool.Handle
+	mustOK("AllocChunk", s.AllocChunk(hs))
 	if bd.Chunked {
 		for i := range left {
-			if m, err := snd.TryFreeChunk(hs[i : i+1]); m != 1 || err != nil {
-				return violationf(ErrContract, "TryFreeChunk of a chunk item into a queue with room = (%d, %v), want (1, nil)", m, err)
-			}
+			m, err := snd.TryFreeChunk(hs[i : i+1])
+			require(m == 1 && err == nil, ErrContract, "TryFreeChunk of a chunk item into a queue with room = (%d, %v), want (1, nil)", m, err)
 		}
-		if m, err := snd.TryFreeChunk(hs[left:]); m != 0 || !errors.Is(err, pool.ErrFull) {
-			return violationf(ErrContract, "TryFreeChunk of a %d-handle chunk item into a full queue = (%d, %v), want (0, pool.ErrFull)", len(hs)-left, m, err)
-		}
-	} else if m, err := snd.TryFreeChunk(hs); m != left || !errors.Is(err, pool.ErrFull) {
-		return violationf(ErrContract, "TryFreeChunk of %d handles into a queue with room for %d = (%d, %v), want (%d, pool.ErrFull)", len(hs), left, m, err, left)
+		m, err := snd.TryFreeChunk(hs[left:])
+		require(m == 0 && errors.Is(err, pool.ErrFull), ErrContract, "TryFreeChunk of a %d-handle chunk item into a full queue = (%d, %v), want (0, pool.ErrFull)", len(hs)-left, m, err)
+	} else {
+		m, err := snd.TryFreeChunk(hs)
+		require(m == left && errors.Is(err, pool.ErrFull), ErrContract, "TryFreeChunk of %d handles into a queue with room for %d = (%d, %v), want (%d, pool.ErrFull)", len(hs), left, m, err, left)
 	}
-	sent, kept = hs[:left], hs[left:]
+	sent, kept := hs[:left], hs[left:]
 	submitted := uint64(bd.Capacity)
-	if sub := snd.Submitted(); sub != submitted {
-		return violationf(ErrAccounting, "Submitted = %d, TryFreeChunk sent %d", sub, submitted)
-	}
+	sub := snd.Submitted()
+	require(sub == submitted, ErrAccounting, "Submitted = %d, TryFreeChunk sent %d", sub, submitted)
 	// What was not sent is still the caller's, live.
 	for _, h := range kept {
-		if _, err := s.Bytes(h); err != nil {
-			return violationf(ErrLost, "a handle TryFreeChunk did not send is no longer live: %v", err)
-		}
+		_, err := s.Bytes(h)
+		require(err == nil, ErrLost, "a handle TryFreeChunk did not send is no longer live: %v", err)
 	}
-	if err := drainTaken(s, submitted, "the handles TryFreeChunk reported sent"); err != nil {
-		return err
-	}
+	drainTaken(s, submitted, "the handles TryFreeChunk reported sent")
 	gone := slices.Clone(sent)
 	if copies > 0 {
 		gone = append(gone, filler)
 	}
 	for _, h := range gone {
-		if _, err := s.Bytes(h); !errors.Is(err, pool.ErrStaleHandle) {
-			return violationf(ErrLost, "a handle TryFreeChunk sent is still live after the drains: %v", err)
-		}
+		_, err := s.Bytes(h)
+		require(errors.Is(err, pool.ErrStaleHandle), ErrLost, "a handle TryFreeChunk sent is still live after the drains: %v", err)
 	}
-	if err := s.FreeChunk(kept); err != nil {
-		return violationf(ErrContract, "FreeChunk of the handles TryFreeChunk left: %v", err)
-	}
+	mustOK("FreeChunk of the handles TryFreeChunk left", s.FreeChunk(kept))
 	if copies == 0 {
-		if err := s.Free(filler); err != nil {
-			return violationf(ErrContract, "Free: %v", err)
-		}
+		mustOK("Free", s.Free(filler))
 	}
 	st := s.Stats()
 	// Every copy of the filler but the first was rejected, and so was
 	// every Bytes of a stale handle above.
 	rejected := uint64(max(copies-1, 0) + len(gone))
-	if st.Live != 0 || st.RemoteSubmitted != submitted || st.RemoteDrained != submitted || st.Rejected != rejected {
-		return violationf(ErrAccounting, "after TryFreeChunk and drains: live %d, submitted %d, drained %d, rejected %d, want 0 %d %d %d",
-			st.Live, st.RemoteSubmitted, st.RemoteDrained, st.Rejected, submitted, submitted, rejected)
+	require(st.Live == 0 && st.RemoteSubmitted == submitted && st.RemoteDrained == submitted && st.Rejected == rejected, ErrAccounting,
+		"after TryFreeChunk and drains: live %d, submitted %d, drained %d, rejected %d, want 0 %d %d %d",
+		st.Live, st.RemoteSubmitted, st.RemoteDrained, st.Rejected, submitted, submitted, rejected)
+	must(identities(st))
+	if !bd.PerProducer {
+		sharedQueueTurns(s, bd)
 	}
-	if err := identities(st); err != nil {
-		return err
-	}
-	if bd.PerProducer {
-		return nil
-	}
-	return sharedQueueTurns(s, bd)
+	return nil
 }
 
 // sharedQueueTurns checks that a queue shared by every sender holds
 // Capacity items in all, however many senders take turns filling it: each
 // of several senders then finds it full.
-func sharedQueueTurns(s subject, bd pool.Bounds) error {
+func sharedQueueTurns(s subject, bd pool.Bounds) {
 	const senders = 6
 	snds, err := several(senders, "NewSender", s.NewSender)
-	if err != nil {
-		return err
-	}
+	must(err)
 	filler, err := s.Alloc()
-	if err != nil {
-		return violationf(ErrContract, "Alloc: %v", err)
-	}
+	mustOK("Alloc", err)
 	before := s.Stats().RemoteDrained
 	one := []pool.Handle{filler}
 	for i := range bd.Capacity {
-		if m, err := snds[i%senders].TryFreeChunk(one); m != 1 || err != nil {
-			return violationf(ErrContract, "TryFreeChunk of item %d of %d into the shared queue, by sender %d of %d taking turns, = (%d, %v), want (1, nil)",
-				i+1, bd.Capacity, i%senders+1, senders, m, err)
-		}
+		m, err := snds[i%senders].TryFreeChunk(one)
+		require(m == 1 && err == nil, ErrContract, "TryFreeChunk of item %d of %d into the shared queue, by sender %d of %d taking turns, = (%d, %v), want (1, nil)",
+			i+1, bd.Capacity, i%senders+1, senders, m, err)
 	}
 	for i, snd := range snds {
-		if m, err := snd.TryFreeChunk(one); m != 0 || !errors.Is(err, pool.ErrFull) {
-			return violationf(ErrContract, "the shared queue holds its capacity of %d items, sent by %d senders in turn, yet sender %d's TryFreeChunk = (%d, %v), want (0, pool.ErrFull)",
-				bd.Capacity, senders, i+1, m, err)
-		}
+		m, err := snd.TryFreeChunk(one)
+		require(m == 0 && errors.Is(err, pool.ErrFull), ErrContract, "the shared queue holds its capacity of %d items, sent by %d senders in turn, yet sender %d's TryFreeChunk = (%d, %v), want (0, pool.ErrFull)",
+			bd.Capacity, senders, i+1, m, err)
 	}
 	want := before + uint64(bd.Capacity)
-	if err := drainTaken(s, want, fmt.Sprintf("%d handles the senders sent into the shared queue", bd.Capacity)); err != nil {
-		return err
-	}
+	drainTaken(s, want, fmt.Sprintf("%d handles the senders sent into the shared queue", bd.Capacity))
 	for _, snd := range snds {
-		if err := snd.Close(); err != nil {
-			return violationf(ErrContract, "Sender.Close: %v", err)
-		}
+		mustOK("Sender.Close", snd.Close())
 	}
-	if _, err := s.Bytes(filler); !errors.Is(err, pool.ErrStaleHandle) {
-		return violationf(ErrLost, "the handle sent into the shared queue is still live after the drains: %v", err)
-	}
+	_, err = s.Bytes(filler)
+	require(errors.Is(err, pool.ErrStaleHandle), ErrLost, "the handle sent into the shared queue is still live after the drains: %v", err)
 	st := s.Stats()
-	if st.Live != 0 || st.RemoteDrained != want {
-		return violationf(ErrAccounting, "after the senders' turns and drains: live %d, drained %d, want 0 and %d", st.Live, st.RemoteDrained, want)
-	}
-	return identities(st)
+	require(st.Live == 0 && st.RemoteDrained == want, ErrAccounting, "after the senders' turns and drains: live %d, drained %d, want 0 and %d", st.Live, st.RemoteDrained, want)
+	must(identities(st))
 }
