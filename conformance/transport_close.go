@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -31,54 +30,40 @@ func racingLengths(bd pool.Bounds, bounded bool) []int {
 
 // sendsFail checks that every send path of prod fails with pool.ErrClosed
 // at every length of lengths.
-func sendsFail(who string, prod pool.Producer, lengths []int) error {
+func sendsFail(who string, prod pool.Producer, lengths []int) {
 	tp, _ := prod.(pool.TryProducer)
 	for _, n := range lengths {
 		chunk := handles(n)
-		if err := prod.Send(chunk); !errors.Is(err, pool.ErrClosed) {
-			return violationf(ErrContract, "%s: Send of %d handles = %v, want pool.ErrClosed", who, n, err)
-		}
+		err := prod.Send(chunk)
+		require(errors.Is(err, pool.ErrClosed), ErrContract, "%s: Send of %d handles = %v, want pool.ErrClosed", who, n, err)
 		if tp != nil {
-			if k, err := tp.TrySend(chunk); k != 0 || !errors.Is(err, pool.ErrClosed) {
-				return violationf(ErrContract, "%s: TrySend of %d handles = (%d, %v), want (0, pool.ErrClosed)", who, n, k, err)
-			}
+			k, err := tp.TrySend(chunk)
+			require(k == 0 && errors.Is(err, pool.ErrClosed), ErrContract, "%s: TrySend of %d handles = (%d, %v), want (0, pool.ErrClosed)", who, n, k, err)
 		}
 	}
-	return nil
 }
 
 func checkTransportClose(r *trRun) error {
 	tr := r.x
 	bd, bounded := boundsOf(tr)
 	prods, err := several(2, "NewProducer", tr.NewProducer)
-	if err != nil {
-		return err
-	}
+	must(err)
 	used, idle := prods[0], prods[1]
-	if err := used.Send(handles(1)); err != nil {
-		return violationf(ErrContract, "Send: %v", err)
-	}
+	mustOK("Send", used.Send(handles(1)))
 	// What Close returns is the transport's to report (it may count what
 	// it dropped); what counts is how sends behave after it.
 	_ = tr.Close()
 	lengths := closeLengths(bd, bounded, r.longest())
-	if err := sendsFail("after Close, a producer that had sent", used, lengths); err != nil {
-		return err
-	}
-	if err := sendsFail("after Close, an idle producer", idle, lengths); err != nil {
-		return err
-	}
+	sendsFail("after Close, a producer that had sent", used, lengths)
+	sendsFail("after Close, an idle producer", idle, lengths)
 	late, err := tr.NewProducer()
-	switch {
-	case err == nil && late == nil:
-		return violationf(ErrContract, "NewProducer after Close = (nil, nil): want an error, or a producer whose sends fail")
-	case err == nil:
-		if err := sendsFail("a producer made after Close", late, lengths); err != nil {
-			return err
-		}
+	require(err != nil || late != nil, ErrContract, "NewProducer after Close = (nil, nil): want an error, or a producer whose sends fail")
+	if err == nil {
+		sendsFail("a producer made after Close", late, lengths)
 	}
 	_ = tr.Close() // a second Close must not panic
-	return sendsFail("after a second Close", used, lengths[:4])
+	sendsFail("after a second Close", used, lengths[:4])
+	return nil
 }
 
 func checkCloseWhileSending(r *trRun) error {
@@ -92,9 +77,7 @@ func checkCloseWhileSending(r *trRun) error {
 	var sends atomic.Int64
 	for p := range producers {
 		prod, err := tr.NewProducer()
-		if err != nil {
-			return violationf(ErrContract, "NewProducer: %v", err)
-		}
+		mustOK("NewProducer", err)
 		c.Go(func() error {
 			for i := 0; ; i++ {
 				if ctx.Err() != nil {
@@ -117,15 +100,13 @@ func checkCloseWhileSending(r *trRun) error {
 				after := closed.Load()
 				err := send(prod, handles(n), i%2 == 0)
 				sends.Add(1)
-				switch {
-				case err == nil && after:
-					return violationf(ErrContract, "a send of %d handles that started after Close returned succeeded", n)
-				case err == nil:
+				require(err != nil || !after, ErrContract, "a send of %d handles that started after Close returned succeeded", n)
+				if err == nil {
 					continue
-				case !errors.Is(err, pool.ErrClosed):
-					return violationf(ErrContract, "a send of %d handles racing Close = %v, want nil or pool.ErrClosed", n, err)
 				}
-				return sendsFail("after a send failed with pool.ErrClosed", prod, closeLengths(bd, bounded, r.longest()))
+				require(errors.Is(err, pool.ErrClosed), ErrContract, "a send of %d handles racing Close = %v, want nil or pool.ErrClosed", n, err)
+				sendsFail("after a send failed with pool.ErrClosed", prod, closeLengths(bd, bounded, r.longest()))
+				return nil
 			}
 		})
 	}
@@ -143,9 +124,7 @@ func checkCloseWhileSending(r *trRun) error {
 	_ = tr.Close() // see checkTransportClose
 	closed.Store(true)
 	close(shut)
-	if err := c.wait(ctx, "producers sending when the transport was closed"); err != nil {
-		return err
-	}
+	must(c.wait(ctx, "producers sending when the transport was closed"))
 	return t.check()
 }
 
@@ -156,15 +135,11 @@ const closeGrace = 2 * time.Second
 func checkCloseReleases(r *trRun) error {
 	tr, ctx := r.x, r.ctx
 	bd, err := fillable(tr)
-	if err != nil {
-		return err
-	}
+	must(err)
 	const producers = 4
 	l := newLedger(newHandleSource(18), producers)
 	tps, err := tryProducers(tr, producers)
-	if err != nil {
-		return err
-	}
+	must(err)
 	// Fill the queues (the last producer's per-producer queue is left
 	// empty when a long per-handle chunk can fill it and then wait).
 	queues := 1
@@ -175,9 +150,8 @@ func checkCloseReleases(r *trRun) error {
 		}
 	}
 	for p := range queues {
-		if _, err := fillItems(l, tps[p], p, bd, bd.Capacity); err != nil {
-			return err
-		}
+		_, err := fillItems(l, tps[p], p, bd, bd.Capacity)
+		must(err)
 	}
 	// Block a Send on every path: one handle, a short chunk, and a chunk
 	// longer than the queue.
@@ -186,9 +160,7 @@ func checkCloseReleases(r *trRun) error {
 	lens := []int{1, 5, 2*bd.Capacity + 1, 2*bd.Capacity + 1}
 	for p, tp := range tps {
 		ws[p] = startWorker(&c, tp)
-		if err := handOut(ctx, ws[p], job{chunk: handles(lens[p])}); err != nil {
-			return errors.Join(err, stopWorkers(ctx, &c, ws...))
-		}
+		mustStopping(ctx, &c, handOut(ctx, ws[p], job{chunk: handles(lens[p])}), ws...)
 	}
 	letBlock := func() {
 		time.Sleep(2 * time.Millisecond)
@@ -234,64 +206,44 @@ func checkRetire(r *trRun) error {
 	src := newHandleSource(19)
 	l := newLedger(src, 2)
 	prods, err := several(2, "NewProducer", tr.NewProducer)
-	if err != nil {
-		return err
-	}
+	must(err)
 	p, q := prods[0], prods[1]
 	// p leaves more than a batch pending: a bounded queue full, an
 	// unbounded one with chunks of every size, thousands of handles.
 	if bounded {
 		tp, ok := p.(pool.TryProducer)
-		if !ok {
-			return violationf(ErrContract, "producer %T of a bounded transport is not a pool.TryProducer", p)
-		}
+		require(ok, ErrContract, "producer %T of a bounded transport is not a pool.TryProducer", p)
 		if bd.Capacity <= 0 || (bd.Chunked && bd.Capacity > maxFilled) {
 			return skip("Bounds() = %+v cannot be filled here", bd)
 		}
-		if _, err := fillItems(l, tp, 0, bd, bd.Capacity); err != nil {
-			return err
-		}
+		_, err = fillItems(l, tp, 0, bd, bd.Capacity)
+		must(err)
 	} else {
 		for _, n := range []int{1, 40, 3, 100, 33, 2049, 1, 4097, 3000, 1} {
-			if err := sendFresh(l, p, 0, n); err != nil {
-				return err
-			}
+			must(sendFresh(l, p, 0, n))
 		}
 	}
 	for i := range 4 {
-		if err := p.Close(); err != nil {
-			return violationf(ErrContract, "Producer.Close call %d = %v, want nil", i+1, err)
-		}
+		err := p.Close()
+		require(err == nil, ErrContract, "Producer.Close call %d = %v, want nil", i+1, err)
 	}
-	if err := sendsFail("after Producer.Close", p, closeLengths(bd, bounded, r.longest())); err != nil {
-		return err
-	}
+	sendsFail("after Producer.Close", p, closeLengths(bd, bounded, r.longest()))
 	// The other producer is unaffected; everything the retired one sent
 	// is still delivered, once.
 	l.drain(tr)
-	if err := sendFresh(l, q, 1, 1); err != nil {
-		return fmt.Errorf("another producer, after one retired: %w", err)
-	}
-	if err := l.settle(ctx, tr); err != nil {
-		return fmt.Errorf("a retired producer's pending handles: %w", err)
-	}
+	mustIn(sendFresh(l, q, 1, 1), "another producer, after one retired")
+	mustIn(l.settle(ctx, tr), "a retired producer's pending handles")
 	for i := range 50 {
-		if n := l.drain(tr); n != 0 {
-			return violationf(ErrDuplicated, "drain %d after a retired producer's handles were delivered delivered %d more", i, n)
-		}
+		n := l.drain(tr)
+		require(n == 0, ErrDuplicated, "drain %d after a retired producer's handles were delivered delivered %d more", i, n)
 	}
-	if err := retireInPlace(r, bd, bounded); err != nil {
-		return err
-	}
+	retireInPlace(r, bd, bounded)
 	// Producers retire while the owner drains.
 	src = newHandleSource(20)
 	const producers = 12
 	plans := planExchange(src, producers, []int{1, 2, 31, 32, 33, 100}, r.scaled(8000), 21)
 	e := exchange{tr: tr, l: newLedger(src, producers), plans: plans, staggered: producers / 2, try: true, retire: true}
-	if err := e.run(ctx); err != nil {
-		return fmt.Errorf("producers retiring while the owner drains: %w", err)
-	}
-	return nil
+	return within(e.run(ctx), "producers retiring while the owner drains")
 }
 
 // Retention limits: over each of retiredWindows windows of retiredWaves
@@ -319,9 +271,7 @@ const allWaves = 1 + retiredWindows*retiredWaves
 // after each window, and reports what most windows kept. what names one
 // retiree.
 func retention(ctx context.Context, what string, wave func(w int) error) error {
-	if err := wave(0); err != nil {
-		return err
-	}
+	must(wave(0))
 	type sample struct {
 		heap       uint64
 		goroutines int
@@ -354,13 +304,9 @@ func retention(ctx context.Context, what string, wave func(w int) error) error {
 		}
 	}
 	most := retiredWindows/2 + 1
-	if gorWindows >= most {
-		return violationf(ErrRetained, "goroutines grew by %v while %d sets of %d %ss retired", gors, retiredWindows, retired, what)
-	}
-	if heapWindows >= most {
-		return violationf(ErrRetained, "the live heap grew by %v bytes while %d sets of %d %ss retired and were drained, more than %d bytes per %s in %d of them",
-			heaps, retiredWindows, retired, what, retainedBytes, what, heapWindows)
-	}
+	require(gorWindows < most, ErrRetained, "goroutines grew by %v while %d sets of %d %ss retired", gors, retiredWindows, retired, what)
+	require(heapWindows < most, ErrRetained, "the live heap grew by %v bytes while %d sets of %d %ss retired and were drained, more than %d bytes per %s in %d of them",
+		heaps, retiredWindows, retired, what, retainedBytes, what, heapWindows)
 	return nil
 }
 
@@ -429,22 +375,12 @@ func checkRetiredForgotten(r *trRun) error {
 		clear(prods)
 		return drainDry()
 	}
-	if err := retention(ctx, "producer", wave); err != nil {
-		return err
-	}
-	if err := t.check(); err != nil {
-		return err
-	}
-	if strays > 0 {
-		return violationf(ErrCorrupted, "%d delivered handles were never sent", strays)
-	}
+	must(retention(ctx, "producer", wave))
+	must(t.check())
+	require(strays == 0, ErrCorrupted, "%d delivered handles were never sent", strays)
 	for id := range total {
-		switch {
-		case got[id] > sent[id]:
-			return violationf(ErrDuplicated, "retired producer %d's handle delivered %d times, sent %d", id, got[id], sent[id])
-		case got[id] < sent[id]:
-			return violationf(ErrLost, "retired producer %d's handle delivered %d times, sent %d: its pending handles were dropped at Close", id, got[id], sent[id])
-		}
+		require(got[id] <= sent[id], ErrDuplicated, "retired producer %d's handle delivered %d times, sent %d", id, got[id], sent[id])
+		require(got[id] >= sent[id], ErrLost, "retired producer %d's handle delivered %d times, sent %d: its pending handles were dropped at Close", id, got[id], sent[id])
 	}
 	return nil
 }
@@ -464,9 +400,9 @@ func liveHeap() uint64 {
 // producer by swapping the last one into its place must still visit that
 // one. A shared queue has no place per producer, and its Drain takes a
 // batch of the queue, not of each producer: it is left out.
-func retireInPlace(r *trRun, bd pool.Bounds, bounded bool) error {
+func retireInPlace(r *trRun, bd pool.Bounds, bounded bool) {
 	if bounded && !bd.PerProducer {
-		return nil
+		return
 	}
 	tr, ctx := r.x, r.ctx
 	const live = 6
@@ -474,38 +410,32 @@ func retireInPlace(r *trRun, bd pool.Bounds, bounded bool) error {
 	l := newLedger(src, live)
 	for j := range live {
 		prods, err := several(live, "NewProducer", tr.NewProducer)
-		if err != nil {
-			return err
-		}
+		must(err)
 		for p, prod := range prods {
 			chunk := freshChunk(src, p, 1)
 			if tp, ok := prod.(pool.TryProducer); ok && bounded {
 				// A queue of its own is empty: TrySend takes the
 				// handle, and never waits, if the queue is shared.
-				if n, err := tp.TrySend(chunk); n != 1 || err != nil {
-					return violationf(ErrContract, "TrySend of one handle by a new producer, with a queue of its own, = (%d, %v), want (1, nil)", n, err)
-				}
-			} else if err := prod.Send(chunk); err != nil {
-				return violationf(ErrContract, "Send: %v", err)
+				n, err := tp.TrySend(chunk)
+				require(n == 1 && err == nil, ErrContract, "TrySend of one handle by a new producer, with a queue of its own, = (%d, %v), want (1, nil)", n, err)
+			} else {
+				mustOK("Send", prod.Send(chunk))
 			}
 			l.sent[p] = append(l.sent[p], chunk...)
 		}
-		if err := prods[j].Close(); err != nil {
-			return violationf(ErrContract, "Producer.Close = %v, want nil", err)
-		}
+		err = prods[j].Close()
+		require(err == nil, ErrContract, "Producer.Close = %v, want nil", err)
 		if n := l.drain(tr); n != live {
-			return lateOrLost(ctx, tr, l, violationf(ErrLost, "the Drain right after producer %d of %d retired, each with one handle sent, delivered %d handles: a Drain must visit every producer, also one that takes a retired producer's place", j+1, live, n))
+			must(lateOrLost(ctx, tr, l, violationf(ErrLost, "the Drain right after producer %d of %d retired, each with one handle sent, delivered %d handles: a Drain must visit every producer, also one that takes a retired producer's place", j+1, live, n)))
 		}
 		for p, prod := range prods {
 			if p != j {
-				if err := prod.Close(); err != nil {
-					return violationf(ErrContract, "Producer.Close = %v, want nil", err)
-				}
+				err := prod.Close()
+				require(err == nil, ErrContract, "Producer.Close = %v, want nil", err)
 			}
 		}
-		if n := l.drain(tr); n != 0 {
-			return violationf(ErrDuplicated, "a Drain after every handle was delivered delivered %d more", n)
-		}
+		n := l.drain(tr)
+		require(n == 0, ErrDuplicated, "a Drain after every handle was delivered delivered %d more", n)
 	}
-	return l.verdict()
+	must(l.verdict())
 }

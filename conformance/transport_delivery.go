@@ -53,6 +53,14 @@ func stopWorkers(ctx context.Context, c *crew, ws ...*worker) error {
 	return c.wait(ctx, "workers")
 }
 
+// mustStopping ends the case, unless err is nil, with err joined with what
+// stopping the workers ws reports.
+func mustStopping(ctx context.Context, c *crew, err error, ws ...*worker) {
+	if err != nil {
+		must(errors.Join(err, stopWorkers(ctx, c, ws...)))
+	}
+}
+
 // give hands w a job and waits for its Send to return (see awaitSend).
 func give(ctx context.Context, tr pool.Transport, l *ledger, w *worker, j job, drain bool) error {
 	if err := handOut(ctx, w, j); err != nil {
@@ -121,30 +129,21 @@ func checkDrainEmpty(r *trRun) error {
 	tr := r.x
 	l := newLedger(newHandleSource(1), 1)
 	for i := range 200 {
-		if n := l.drain(tr); n != 0 {
-			return violationf(ErrCorrupted, "drain %d of a transport with no producer delivered %d handles", i, n)
-		}
+		n := l.drain(tr)
+		require(n == 0, ErrCorrupted, "drain %d of a transport with no producer delivered %d handles", i, n)
 	}
 	prods, err := several(3, "NewProducer", tr.NewProducer)
-	if err != nil {
-		return err
-	}
+	must(err)
 	for i := range 200 {
-		if n := l.drain(tr); n != 0 {
-			return violationf(ErrCorrupted, "drain %d with three idle producers delivered %d handles", i, n)
-		}
+		n := l.drain(tr)
+		require(n == 0, ErrCorrupted, "drain %d with three idle producers delivered %d handles", i, n)
 	}
 	// Once what was sent is delivered, later drains deliver nothing again.
-	if err := sendFresh(l, prods[0], 0, 1); err != nil {
-		return err
-	}
-	if err := l.settle(r.ctx, tr); err != nil {
-		return err
-	}
+	must(sendFresh(l, prods[0], 0, 1))
+	must(l.settle(r.ctx, tr))
 	for i := range 200 {
-		if n := l.drain(tr); n != 0 {
-			return violationf(ErrDuplicated, "drain %d after everything sent was delivered delivered %d more handles", i, n)
-		}
+		n := l.drain(tr)
+		require(n == 0, ErrDuplicated, "drain %d after everything sent was delivered delivered %d more handles", i, n)
 	}
 	return nil
 }
@@ -156,21 +155,15 @@ func checkDrainAfterSend(r *trRun) error {
 	src := newHandleSource(2)
 	l := newLedger(src, producers)
 	prods, err := several(producers, "NewProducer", tr.NewProducer)
-	if err != nil {
-		return err
-	}
+	must(err)
 	// The owner's own Send of one handle, then one Drain, many times.
 	for i := range 100 {
-		if err := sendFresh(l, prods[0], 0, 1); err != nil {
-			return err
-		}
+		must(sendFresh(l, prods[0], 0, 1))
 		if n := l.drain(tr); n != 1 {
 			return lateOrLost(ctx, tr, l, violationf(ErrLost, "Drain %d right after a Send of one handle delivered %d handles", i, n))
 		}
 	}
-	if err := l.verdict(); err != nil {
-		return err
-	}
+	must(l.verdict())
 	// Workers send, the owner waits for their Sends to return, then
 	// drains once: everything they sent must come.
 	var c crew
@@ -178,11 +171,12 @@ func checkDrainAfterSend(r *trRun) error {
 	for p := 1; p < producers; p++ {
 		ws[p] = startWorker(&c, prods[p])
 	}
-	stop := func(err error) error {
-		if werr := stopWorkers(ctx, &c, ws...); err == nil {
-			err = werr
+	// fail stops the workers and ends the case with err, unless err is nil.
+	fail := func(err error) {
+		if err != nil {
+			_ = stopWorkers(ctx, &c, ws...)
+			must(err)
 		}
-		return err
 	}
 	// What one queue takes per Drain; a shared queue splits it among the
 	// producers.
@@ -234,14 +228,10 @@ func checkDrainAfterSend(r *trRun) error {
 			if chunk == nil || p == 0 {
 				continue
 			}
-			if err := handOut(ctx, ws[p], job{chunk: chunk}); err != nil {
-				return stop(err)
-			}
+			fail(handOut(ctx, ws[p], job{chunk: chunk}))
 		}
 		if chunks[0] != nil {
-			if err := prods[0].Send(chunks[0]); err != nil {
-				return stop(violationf(ErrContract, "Send: %v", err))
-			}
+			fail(contractErr("Send", prods[0].Send(chunks[0])))
 		}
 		for p, chunk := range chunks {
 			if chunk == nil || p == 0 {
@@ -249,11 +239,9 @@ func checkDrainAfterSend(r *trRun) error {
 			}
 			select { // a queue with room: the Send returns without a Drain
 			case err := <-ws[p].done:
-				if err != nil {
-					return stop(violationf(ErrContract, "Send of %d handles: %v", len(chunk), err))
-				}
+				fail(contractErr(fmt.Sprintf("Send of %d handles", len(chunk)), err))
 			case <-ctx.Done():
-				return stop(violationf(ErrDeadlock, "a Send of %d handles into a queue with room for it did not return", len(chunk)))
+				fail(violationf(ErrDeadlock, "a Send of %d handles into a queue with room for it did not return", len(chunk)))
 			}
 		}
 		mark := make([]int, producers)
@@ -268,11 +256,12 @@ func checkDrainAfterSend(r *trRun) error {
 				err = l.verdict()
 			}
 			if err != nil {
-				return stop(lateOrLost(ctx, tr, l, fmt.Errorf("round %d, one Drain after Sends of %d producers returned: %w", iter, senders, err)))
+				fail(lateOrLost(ctx, tr, l, fmt.Errorf("round %d, one Drain after Sends of %d producers returned: %w", iter, senders, err)))
 			}
 		}
 	}
-	return stop(l.verdict())
+	fail(l.verdict())
+	return stopWorkers(ctx, &c, ws...)
 }
 
 // lateOrLost adds to a delivery violation whether the missing handles come
@@ -300,9 +289,7 @@ func checkChunkLengths(r *trRun) error {
 	src := newHandleSource(5)
 	l := newLedger(src, 1)
 	prod, err := tr.NewProducer()
-	if err != nil {
-		return violationf(ErrContract, "NewProducer: %v", err)
-	}
+	mustOK("NewProducer", err)
 	var c crew
 	w := startWorker(&c, prod)
 	// A chunk of one handle goes ahead of each chunk where both fit
@@ -313,16 +300,13 @@ func checkChunkLengths(r *trRun) error {
 	for _, n := range chunkLengths(bd, bounded, r.longest()) {
 		if twoFit(n) {
 			lead := freshChunk(src, 0, 1)
-			if err := give(ctx, tr, l, w, job{chunk: lead}, false); err != nil {
-				return errors.Join(fmt.Errorf("a chunk of one handle ahead of one of %d: %w", n, err), stopWorkers(ctx, &c, w))
-			}
+			err := give(ctx, tr, l, w, job{chunk: lead}, false)
+			mustStopping(ctx, &c, within(err, "a chunk of one handle ahead of one of %d", n), w)
 			l.sent[0] = append(l.sent[0], lead...)
 		}
 		chunk := freshChunk(src, 0, n)
 		// The owner drains during the Send only if the chunk needs it.
-		if err := sendAlone(ctx, tr, l, w, job{chunk: chunk}, chunk, !fits(bd, bounded, n)); err != nil {
-			return errors.Join(err, stopWorkers(ctx, &c, w))
-		}
+		mustStopping(ctx, &c, sendAlone(ctx, tr, l, w, job{chunk: chunk}, chunk, !fits(bd, bounded, n)), w)
 	}
 	// Hundreds of chunks pending at once, more than any node holds, then
 	// long ones behind them: all come, in order.
@@ -340,14 +324,11 @@ func checkChunkLengths(r *trRun) error {
 			n = min(5000, r.longest()) // queued behind the backlog
 		}
 		chunk := freshChunk(src, 0, n)
-		if err := give(ctx, tr, l, w, job{chunk: chunk}, i >= backlog); err != nil {
-			return errors.Join(fmt.Errorf("chunk %d of a backlog of %d: %w", i, backlog, err), stopWorkers(ctx, &c, w))
-		}
+		err := give(ctx, tr, l, w, job{chunk: chunk}, i >= backlog)
+		mustStopping(ctx, &c, within(err, "chunk %d of a backlog of %d", i, backlog), w)
 		l.sent[0] = append(l.sent[0], chunk...)
 	}
-	if err := l.settle(ctx, tr); err != nil {
-		return errors.Join(fmt.Errorf("a backlog of %d chunks: %w", backlog, err), stopWorkers(ctx, &c, w))
-	}
+	mustStopping(ctx, &c, within(l.settle(ctx, tr), "a backlog of %d chunks", backlog), w)
 	return stopWorkers(ctx, &c, w)
 }
 
@@ -360,10 +341,7 @@ func sendAlone(ctx context.Context, tr pool.Transport, l *ledger, w *worker, j j
 		l.sent[0] = append(l.sent[0], sent...)
 		err = l.settle(ctx, tr)
 	}
-	if err != nil {
-		return fmt.Errorf("chunk of %d handles: %w", len(j.chunk), err)
-	}
-	return nil
+	return within(err, "chunk of %d handles", len(j.chunk))
 }
 
 func checkHandleValues(r *trRun) error {
@@ -392,21 +370,16 @@ func checkHandleValues(r *trRun) error {
 		prev = ch[len(ch)-1]
 	}
 	prod, err := tr.NewProducer()
-	if err != nil {
-		return violationf(ErrContract, "NewProducer: %v", err)
-	}
+	mustOK("NewProducer", err)
 	var c crew
 	w := startWorker(&c, prod)
 	_, bounded := boundsOf(tr)
 	for i, chunk := range chunks {
-		if err := give(ctx, tr, l, w, job{chunk: chunk}, bounded); err != nil {
-			return errors.Join(fmt.Errorf("chunk %d: %w", i, err), stopWorkers(ctx, &c, w))
-		}
+		err := give(ctx, tr, l, w, job{chunk: chunk}, bounded)
+		mustStopping(ctx, &c, within(err, "chunk %d", i), w)
 		l.sent[0] = append(l.sent[0], chunk...)
 	}
-	if err := stopWorkers(ctx, &c, w); err != nil {
-		return err
-	}
+	must(stopWorkers(ctx, &c, w))
 	return l.settle(ctx, tr)
 }
 
@@ -416,9 +389,7 @@ func checkCopied(r *trRun) error {
 	src := newHandleSource(7)
 	l := newLedger(src, 1)
 	prod, err := tr.NewProducer()
-	if err != nil {
-		return violationf(ErrContract, "NewProducer: %v", err)
-	}
+	mustOK("NewProducer", err)
 	var c crew
 	w := startWorker(&c, prod)
 	lengths := chunkLengths(bd, bounded, r.longest())
@@ -443,9 +414,8 @@ func checkCopied(r *trRun) error {
 		poison := allPoison[:n]
 		// The worker overwrites its chunk as soon as Send returns; the
 		// owner drains only after that.
-		if err := sendAlone(ctx, tr, l, w, job{chunk: buf, after: func() { copy(buf, poison) }}, chunk, false); err != nil {
-			return errors.Join(err, stopWorkers(ctx, &c, w))
-		}
+		err := sendAlone(ctx, tr, l, w, job{chunk: buf, after: func() { copy(buf, poison) }}, chunk, false)
+		mustStopping(ctx, &c, err, w)
 	}
 	return stopWorkers(ctx, &c, w)
 }
@@ -456,35 +426,27 @@ func checkEmptyChunk(r *trRun) error {
 	src := newHandleSource(9)
 	l := newLedger(src, 1)
 	prod, err := tr.NewProducer()
-	if err != nil {
-		return violationf(ErrContract, "NewProducer: %v", err)
-	}
+	mustOK("NewProducer", err)
 	tp, _ := prod.(pool.TryProducer)
 	empties := [][]pool.Handle{nil, {}, make([]pool.Handle, 0, 8)}
 	for i := range 100 {
 		for k, chunk := range [][]pool.Handle{empties[i%3], {src.fresh(0)}, empties[(i+1)%3], {src.fresh(0)}, empties[(i+2)%3]} {
 			if len(chunk) == 0 {
-				if err := prod.Send(chunk); err != nil {
-					return violationf(ErrContract, "Send of an empty chunk (nil: %t) = %v, want nil", chunk == nil, err)
-				}
+				err := prod.Send(chunk)
+				require(err == nil, ErrContract, "Send of an empty chunk (nil: %t) = %v, want nil", chunk == nil, err)
 				if tp != nil {
-					if n, err := tp.TrySend(chunk); n != 0 || err != nil {
-						return violationf(ErrContract, "TrySend of an empty chunk = (%d, %v), want (0, nil)", n, err)
-					}
+					n, err := tp.TrySend(chunk)
+					require(n == 0 && err == nil, ErrContract, "TrySend of an empty chunk = (%d, %v), want (0, nil)", n, err)
 				}
 				continue
 			}
-			if err := prod.Send(chunk); err != nil {
-				return violationf(ErrContract, "Send: %v", err)
-			}
+			mustOK("Send", prod.Send(chunk))
 			l.sent[0] = append(l.sent[0], chunk...)
 			if bounded && k == 1 {
 				l.drain(tr) // room for the next one in the smallest queue
 			}
 		}
-		if err := l.settle(ctx, tr); err != nil {
-			return fmt.Errorf("round %d: %w", i, err)
-		}
+		mustIn(l.settle(ctx, tr), "round %d", i)
 	}
 	return nil
 }
@@ -547,9 +509,7 @@ func planExchange(src *handleSource, producers int, lengths []int, total int, se
 func checkInstances(r *trRun) error {
 	ctx := r.ctx
 	insts, err := instances(r, liveInstances, func(tr pool.Transport) (pool.Transport, error) { return tr, nil })
-	if err != nil {
-		return err
-	}
+	must(err)
 	const per = 2 // producers per instance
 	src := newHandleSource(12)
 	ledgers := make([]*ledger, len(insts))
@@ -557,9 +517,7 @@ func checkInstances(r *trRun) error {
 	for i, tr := range insts {
 		ledgers[i] = newLedger(src, len(prods))
 		ps, err := several(per, fmt.Sprintf("instance %d: NewProducer", i), tr.NewProducer)
-		if err != nil {
-			return err
-		}
+		must(err)
 		copy(prods[i*per:], ps)
 	}
 	for round := range 20 {
@@ -570,9 +528,7 @@ func checkInstances(r *trRun) error {
 				if _, bounded := boundsOf(tr); bounded {
 					chunk = chunk[:1]
 				}
-				if err := prods[p].Send(chunk); err != nil {
-					return violationf(ErrContract, "instance %d: Send: %v", i, err)
-				}
+				mustOK(fmt.Sprintf("instance %d: Send", i), prods[p].Send(chunk))
 				ledgers[i].sent[p] = append(ledgers[i].sent[p], chunk...)
 				if _, bounded := boundsOf(tr); bounded {
 					ledgers[i].drain(tr) // room for the next send
@@ -580,49 +536,33 @@ func checkInstances(r *trRun) error {
 			}
 		}
 		for i, tr := range insts {
-			if err := ledgers[i].drainDry(ctx, tr); err != nil {
-				return err
-			}
+			must(ledgers[i].drainDry(ctx, tr))
 		}
 	}
 	for i, l := range ledgers {
 		for p, got := range l.got {
-			if p/per != i && len(got) > 0 {
-				return violationf(ErrContract, "instance %d delivered %d handles sent through instance %d: instances of one constructor share state", i, len(got), p/per)
-			}
+			require(p/per == i || len(got) == 0, ErrContract, "instance %d delivered %d handles sent through instance %d: instances of one constructor share state", i, len(got), p/per)
 		}
-		if err := l.verdict(); err != nil {
-			return fmt.Errorf("instance %d: %w", i, err)
-		}
+		mustIn(l.verdict(), "instance %d", i)
 	}
 	// A full instance leaves the others their room.
 	if bd, bounded := boundsOf(insts[0]); bounded && bd.Capacity <= maxFilled {
 		tp0, ok0 := prods[0].(pool.TryProducer)
 		tp1, ok1 := prods[per].(pool.TryProducer)
 		if ok0 && ok1 {
-			if _, err := fillItems(ledgers[0], tp0, 0, bd, bd.Capacity+1); err != nil {
-				return fmt.Errorf("instance 0: %w", err)
-			}
-			if n, err := trySendFresh(ledgers[1], tp1, per, 1); n != 1 || err != nil {
-				return violationf(ErrContract, "instance 1: TrySend of one handle into an empty queue while instance 0 is full = (%d, %v), want (1, nil): instances share a queue", n, err)
-			}
+			_, err := fillItems(ledgers[0], tp0, 0, bd, bd.Capacity+1)
+			mustIn(err, "instance 0")
+			n, err := trySendFresh(ledgers[1], tp1, per, 1)
+			require(n == 1 && err == nil, ErrContract, "instance 1: TrySend of one handle into an empty queue while instance 0 is full = (%d, %v), want (1, nil): instances share a queue", n, err)
 		}
 	}
 	// Closing one instance leaves the others working.
-	if err := insts[0].Close(); err != nil {
-		return violationf(ErrContract, "instance 0: Close: %v", err)
-	}
+	mustOK("instance 0: Close", insts[0].Close())
 	for i := 1; i < len(insts); i++ {
-		if err := ledgers[i].settle(ctx, insts[i]); err != nil {
-			return fmt.Errorf("instance %d: %w", i, err)
-		}
+		mustIn(ledgers[i].settle(ctx, insts[i]), "instance %d", i)
 		l := newLedger(src, len(prods))
-		if err := sendFresh(l, prods[i*per], i*per, 1); err != nil {
-			return fmt.Errorf("instance %d after instance 0 was closed: %w", i, err)
-		}
-		if err := l.settle(ctx, insts[i]); err != nil {
-			return fmt.Errorf("instance %d after instance 0 was closed: %w", i, err)
-		}
+		mustIn(sendFresh(l, prods[i*per], i*per, 1), "instance %d after instance 0 was closed", i)
+		mustIn(l.settle(ctx, insts[i]), "instance %d after instance 0 was closed", i)
 	}
 	return nil
 }
@@ -631,9 +571,7 @@ func checkTransportAllocs(r *trRun) error {
 	tr := r.x
 	bd, bounded := boundsOf(tr)
 	prod, err := tr.NewProducer()
-	if err != nil {
-		return violationf(ErrContract, "NewProducer: %v", err)
-	}
+	mustOK("NewProducer", err)
 	tp, _ := prod.(pool.TryProducer)
 	t := newTally(nil)
 	// roundTrip sends chunk with send and drains until it is delivered.
@@ -670,9 +608,7 @@ func checkTransportAllocs(r *trRun) error {
 			k = 100
 		}
 		chunk := handles(n)
-		if err := noAllocs(k, fmt.Sprintf("Send of %d handles and its Drain", n), roundTrip(chunk, prod.Send)); err != nil {
-			return err
-		}
+		must(noAllocs(k, fmt.Sprintf("Send of %d handles and its Drain", n), roundTrip(chunk, prod.Send)))
 		if tp != nil {
 			trySend := func(c []pool.Handle) error {
 				if k, err := tp.TrySend(c); err != nil || k != len(c) {
@@ -680,9 +616,7 @@ func checkTransportAllocs(r *trRun) error {
 				}
 				return nil
 			}
-			if err := noAllocs(k, fmt.Sprintf("TrySend of %d handles and its Drain", n), roundTrip(chunk, trySend)); err != nil {
-				return err
-			}
+			must(noAllocs(k, fmt.Sprintf("TrySend of %d handles and its Drain", n), roundTrip(chunk, trySend)))
 		}
 	}
 	// Several producers' queues hold items at once when the Drain comes.
@@ -692,9 +626,7 @@ func checkTransportAllocs(r *trRun) error {
 	}
 	if senders >= 2 {
 		more, err := several(senders-1, "NewProducer", tr.NewProducer)
-		if err != nil {
-			return err
-		}
+		must(err)
 		prods := append([]pool.Producer{prod}, more...)
 		chunk := handles(1)
 		all := func(c []pool.Handle) error {
@@ -705,15 +637,12 @@ func checkTransportAllocs(r *trRun) error {
 			}
 			return nil
 		}
-		if err := noAllocs(runs, fmt.Sprintf("Sends of one handle by %d producers and the Drains that deliver them", senders),
-			roundTrip(slices.Repeat(chunk, senders), all)); err != nil {
-			return err
-		}
+		must(noAllocs(runs, fmt.Sprintf("Sends of one handle by %d producers and the Drains that deliver them", senders),
+			roundTrip(slices.Repeat(chunk, senders), all)))
 	}
 	for range 60 {
-		if _, err := tr.NewProducer(); err != nil {
-			return violationf(ErrContract, "NewProducer: %v", err)
-		}
+		_, err := tr.NewProducer()
+		mustOK("NewProducer", err)
 	}
 	return noAllocs(runs, "an idle Drain with 64 producers", func() error {
 		t.drain(tr)

@@ -89,10 +89,14 @@ func mustOK(what string, err error) { must(contractErr(what, err)) }
 
 // mustIn is must(err) with err put in the context format and args say (a
 // round, a step, an allocator), unless err is nil.
-func mustIn(err error, format string, args ...any) {
-	if err != nil {
-		panic(failure{fmt.Errorf(format+": %w", append(args, err)...)})
+func mustIn(err error, format string, args ...any) { must(within(err, format, args...)) }
+
+// within returns err put in the context format and args say, or nil.
+func within(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
 	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
 }
 
 // require ends the case with a violation of kind unless ok.
