@@ -45,9 +45,7 @@ var backingCases = []testCase[pool.Backing]{
 func checkGeometry(r *bkRun) error {
 	b := r.x
 	n := b.Len()
-	if n <= 0 {
-		return violationf(ErrContract, "Len() = %d, want > 0", n)
-	}
+	require(n > 0, ErrContract, "Len() = %d, want > 0", n)
 	for i := range everyTime {
 		if again := b.Len(); again != n {
 			return violationf(ErrContract, "Len() call %d = %d, the first %d", i+2, again, n)
@@ -56,12 +54,8 @@ func checkGeometry(r *bkRun) error {
 	size := len(b.Block(0))
 	for i := range n {
 		blk := b.Block(i)
-		if len(blk) == 0 || len(blk) != size {
-			return violationf(ErrContract, "block %d has %d bytes, block 0 has %d", i, len(blk), size)
-		}
-		if cap(blk) != len(blk) {
-			return violationf(ErrAliased, "block %d has cap %d > len %d: an append would write into the next block", i, cap(blk), len(blk))
-		}
+		require(len(blk) != 0 && len(blk) == size, ErrContract, "block %d has %d bytes, block 0 has %d", i, len(blk), size)
+		require(cap(blk) == len(blk), ErrAliased, "block %d has cap %d > len %d: an append would write into the next block", i, cap(blk), len(blk))
 	}
 	return nil
 }
@@ -100,9 +94,7 @@ func checkZeroed(r *bkRun) error {
 		}
 		for range wave.add {
 			b, err := r.another()
-			if err != nil {
-				return err
-			}
+			must(err)
 			made++
 			if i, j, ok := allZero(b); !ok {
 				return violationf(ErrContract, "block %d byte %d of instance %d, made while %d others were live and after others were written all over and closed, is %#x, want 0",
@@ -117,9 +109,7 @@ func checkZeroed(r *bkRun) error {
 
 func checkDisjoint(r *bkRun) error {
 	insts, err := instances(r, liveInstances, func(b pool.Backing) (pool.Backing, error) { return b, nil })
-	if err != nil {
-		return err
-	}
+	must(err)
 	// By address: no two blocks' ranges overlap.
 	type span struct {
 		start, end uintptr
@@ -138,9 +128,8 @@ func checkDisjoint(r *bkRun) error {
 	}
 	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.start, b.start) })
 	for i := 1; i < len(spans); i++ {
-		if a, b := spans[i-1], spans[i]; b.start < a.end {
-			return violationf(ErrAliased, "block %d of instance %d and block %d of instance %d overlap in memory", a.blk, a.inst, b.blk, b.inst)
-		}
+		a, b := spans[i-1], spans[i]
+		require(b.start >= a.end, ErrAliased, "block %d of instance %d and block %d of instance %d overlap in memory", a.blk, a.inst, b.blk, b.inst)
 	}
 	// By content: fill every block of every instance with its own random
 	// bytes, then check them all; twice, with different bytes.
@@ -204,9 +193,8 @@ func checkCloseTwice(r *bkRun) error {
 	for i := range r.x.Len() {
 		fill(r.x.Block(i), 0xff)
 	}
-	if err := r.x.Close(); err != nil {
-		return violationf(ErrContract, "Close = %v, want nil", err)
-	}
+	err := r.x.Close()
+	require(err == nil, ErrContract, "Close = %v, want nil", err)
 	_ = r.x.Close() // must not panic; an error is allowed
 	return nil
 }

@@ -297,9 +297,8 @@ func (e *exchange) run(ctx context.Context) error {
 		c.Go(func() error {
 			if prod == nil {
 				var err error
-				if prod, err = e.tr.NewProducer(); err != nil {
-					return violationf(ErrContract, "producer %d: NewProducer: %v", p, err)
-				}
+				prod, err = e.tr.NewProducer()
+				mustOK(fmt.Sprintf("producer %d: NewProducer", p), err)
 			}
 			var buf []pool.Handle
 			for i, chunk := range e.plans[p][skip:] {
@@ -308,16 +307,13 @@ func (e *exchange) run(ctx context.Context) error {
 				}
 				// Send from a reused buffer, as a worker would.
 				buf = append(buf[:0], chunk...)
-				if err := send(prod, buf, e.try && i%2 == 0); err != nil {
-					return violationf(ErrContract, "producer %d: send of chunk %d (%d handles): %v", p, i, len(chunk), err)
-				}
+				err := send(prod, buf, e.try && i%2 == 0)
+				require(err == nil, ErrContract, "producer %d: send of chunk %d (%d handles): %v", p, i, len(chunk), err)
 				e.l.sent[p] = append(e.l.sent[p], chunk...)
 				sent.Add(int64(len(chunk)))
 			}
 			if e.retire {
-				if err := prod.Close(); err != nil {
-					return violationf(ErrContract, "producer %d: Close: %v", p, err)
-				}
+				mustOK(fmt.Sprintf("producer %d: Close", p), prod.Close())
 			}
 			return nil
 		})

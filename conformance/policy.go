@@ -37,9 +37,7 @@ var policyCases = []testCase[pool.ReusePolicy]{
 		explanation: "Order returns the same value on every call (the pool reads it once), in every instance, a million calls each",
 		run: func(r *poRun) error {
 			policies, err := instances(r, 3, func(p pool.ReusePolicy) (pool.ReusePolicy, error) { return p, nil })
-			if err != nil {
-				return err
-			}
+			must(err)
 			for k, p := range policies {
 				first := p.Order()
 				for i := range orderCalls {
@@ -68,22 +66,15 @@ var policyCases = []testCase[pool.ReusePolicy]{
 		explanation: "a pool built with the policy reuses blocks in the policy's order, over thousands of local and remote frees",
 		run: func(r *poRun) error {
 			b, err := heap.New(64, 64)
-			if err != nil {
-				return err
-			}
+			must(err)
 			pl, err := pool.New(b, mailbox.New(), r.x)
-			if err != nil {
-				return violationf(ErrContract, "pool.New: %v", err)
-			}
+			mustOK("pool.New", err)
 			defer pl.Close()
-			if err := reuseOrder(r.ctx, poolSubject[*heap.Backing, *mailbox.Transport, pool.ReusePolicy]{pl}); err != nil {
-				return err
-			}
+			must(reuseOrder(r.ctx, poolSubject[*heap.Backing, *mailbox.Transport, pool.ReusePolicy]{pl}))
 			// After the pool's work, the policy still declares the order
 			// the pool read at New.
-			if got, read := r.x.Order(), pl.Stats().Order; got != read {
-				return violationf(ErrOrder, "after thousands of allocations the policy's Order() = %v; the pool read %v at New", got, read)
-			}
+			got, read := r.x.Order(), pl.Stats().Order
+			require(got == read, ErrOrder, "after thousands of allocations the policy's Order() = %v; the pool read %v at New", got, read)
 			return nil
 		},
 	},

@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -120,58 +119,49 @@ func tierBlock(i, size int) []byte {
 	return b
 }
 
-func tierSize(x Tier) (int, error) {
+func tierSize(x Tier) int {
 	if n := x.Capacity(); n < tierMin || x.BlockSize() <= 0 {
-		return 0, violationf(ErrContract, "a tier of %d slots of %d bytes: the suite needs %d slots or more", n, x.BlockSize(), tierMin)
+		must(violationf(ErrContract, "a tier of %d slots of %d bytes: the suite needs %d slots or more", n, x.BlockSize(), tierMin))
 	}
-	return min(x.Capacity(), 256), nil
+	return min(x.Capacity(), 256)
 }
 
 // tierWait drains until every job in want is reported, and returns the
 // reports. A job never reported is lost.
-func tierWait(r *run[Tier], want ...tier.Job) ([]tier.Done, error) {
+func tierWait(r *run[Tier], want ...tier.Job) []tier.Done {
 	left := slices.Clone(want)
 	var out []tier.Done
 	deadline := time.Now().Add(20 * time.Second)
 	for len(left) > 0 {
 		done, err := r.x.Drain(nil)
-		if err != nil {
-			return out, violationf(ErrContract, "Drain: %v", err)
-		}
+		mustOK("Drain", err)
 		for _, d := range done {
 			i := slices.Index(left, d.Job)
-			if i < 0 {
-				return out, violationf(ErrDuplicated, "Drain reported %v, which is not in flight", d.Job)
-			}
+			require(i >= 0, ErrDuplicated, "Drain reported %v, which is not in flight", d.Job)
 			left = slices.Delete(left, i, i+1)
 			out = append(out, d)
 		}
 		if len(done) == 0 {
-			if time.Now().After(deadline) || r.ctx.Err() != nil {
-				return out, violationf(ErrLost, "%d jobs never reported by Drain", len(left))
-			}
+			require(!time.Now().After(deadline) && r.ctx.Err() == nil, ErrLost, "%d jobs never reported by Drain", len(left))
 			runtime.Gosched()
 			time.Sleep(50 * time.Microsecond)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // tierAccount checks the identity and, if want is not nil, the four counts.
-func tierAccount(x Tier, what string, want *[4]int) error {
+func tierAccount(x Tier, what string, want *[4]int) {
 	s := x.Stats()
 	got := [4]int{s.Free, s.Evictable, s.StorePending, s.LoadPinned}
-	if got[0]+got[1]+got[2]+got[3] != s.Capacity || s.Capacity != x.Capacity() {
-		return violationf(ErrAccounting, "%s: free %d + evictable %d + store-pending %d + load-pinned %d != capacity %d", what, got[0], got[1], got[2], got[3], s.Capacity)
+	require(got[0]+got[1]+got[2]+got[3] == s.Capacity && s.Capacity == x.Capacity(), ErrAccounting, "%s: free %d + evictable %d + store-pending %d + load-pinned %d != capacity %d", what, got[0], got[1], got[2], got[3], s.Capacity)
+	if want != nil {
+		require(got == *want, ErrAccounting, "%s: free, evictable, store-pending, load-pinned = %v, want %v", what, got, *want)
 	}
-	if want != nil && got != *want {
-		return violationf(ErrAccounting, "%s: free, evictable, store-pending, load-pinned = %v, want %v", what, got, *want)
-	}
-	return nil
 }
 
 // tierStore stores blocks lo..hi through Store and waits for the store.
-func tierStore(r *run[Tier], lo, hi int) error {
+func tierStore(r *run[Tier], lo, hi int) {
 	bs := r.x.BlockSize()
 	srcs := make([][]byte, 0, hi-lo)
 	for i := lo; i < hi; i++ {
@@ -179,143 +169,67 @@ func tierStore(r *run[Tier], lo, hi int) error {
 	}
 	ks := tierKeys(lo, hi)
 	plan, err := r.x.Store(ks, srcs)
-	if err != nil {
-		return contractErr(fmt.Sprintf("Store of blocks %d..%d", lo, hi), err)
-	}
-	if len(plan.Keys) != hi-lo {
-		return violationf(ErrContract, "Store of %d new blocks planned %d", hi-lo, len(plan.Keys))
-	}
+	mustOK(fmt.Sprintf("Store of blocks %d..%d", lo, hi), err)
+	require(len(plan.Keys) == hi-lo, ErrContract, "Store of %d new blocks planned %d", hi-lo, len(plan.Keys))
 	for i, res := range r.x.Lookup(ks, nil) {
-		if res == tier.Hit {
-			return violationf(ErrAliased, "block %d is a HIT before the Drain that reports its store", lo+i)
-		}
+		require(res != tier.Hit, ErrAliased, "block %d is a HIT before the Drain that reports its store", lo+i)
 	}
-	done, err := tierWait(r, plan.Job)
-	if err != nil {
-		return err
-	}
-	if !done[0].OK {
-		return violationf(ErrLost, "the store of blocks %d..%d failed: %v", lo, hi, done[0].Err)
-	}
-	return nil
+	done := tierWait(r, plan.Job)
+	require(done[0].OK, ErrLost, "the store of blocks %d..%d failed: %v", lo, hi, done[0].Err)
 }
 
 // tierVerify loads blocks lo..hi and compares their bytes.
-func tierVerify(r *run[Tier], lo, hi int) error {
+func tierVerify(r *run[Tier], lo, hi int) {
 	bs := r.x.BlockSize()
 	ks := tierKeys(lo, hi)
 	for i, res := range r.x.Lookup(ks, nil) {
-		if res != tier.Hit {
-			return violationf(ErrLost, "stored block %d looks up as %v", lo+i, res)
-		}
+		require(res == tier.Hit, ErrLost, "stored block %d looks up as %v", lo+i, res)
 	}
 	dsts := make([][]byte, hi-lo)
 	for i := range dsts {
 		dsts[i] = make([]byte, bs)
 	}
 	j, err := r.x.Load(ks, dsts)
-	if err != nil {
-		return violationf(ErrLost, "Load of stored blocks %d..%d: %v", lo, hi, err)
-	}
-	done, err := tierWait(r, j)
-	if err != nil {
-		return err
-	}
-	if !done[0].OK {
-		return violationf(ErrLost, "the load of stored blocks %d..%d failed: %v", lo, hi, done[0].Err)
-	}
+	require(err == nil, ErrLost, "Load of stored blocks %d..%d: %v", lo, hi, err)
+	done := tierWait(r, j)
+	require(done[0].OK, ErrLost, "the load of stored blocks %d..%d failed: %v", lo, hi, done[0].Err)
 	for i := range dsts {
-		if !bytes.Equal(dsts[i], tierBlock(lo+i, bs)) {
-			return violationf(ErrCorrupted, "block %d loaded with other bytes than stored", lo+i)
-		}
+		require(bytes.Equal(dsts[i], tierBlock(lo+i, bs)), ErrCorrupted, "block %d loaded with other bytes than stored", lo+i)
 	}
-	return nil
-}
-
-// tierCheck runs the steps of a tier case in order. The first step that
-// finds a violation records it, and every later step's function is not
-// run (its arguments are still evaluated): a case reads as the list of its
-// steps and reports what a chain of early returns would.
-type tierCheck struct {
-	*run[Tier]
-	err error
-}
-
-// step runs f unless an earlier step failed.
-func (c *tierCheck) step(f func() error) {
-	if c.err == nil {
-		c.err = f()
-	}
-}
-
-// call runs f as a step that must succeed; what names it in a violation.
-func (c *tierCheck) call(what string, f func() error) {
-	c.step(func() error { return contractErr(what, f()) })
-}
-
-// refused runs f as a step that must fail with want.
-func (c *tierCheck) refused(what string, want error, f func() error) {
-	c.step(func() error {
-		if err := f(); !errors.Is(err, want) {
-			return violationf(ErrContract, "%s: %v, want %v", what, err, want)
-		}
-		return nil
-	})
-}
-
-func (c *tierCheck) prepareStore(what string, keys []tier.Key) (p tier.StorePlan) {
-	c.call(what, func() (err error) { p, err = c.x.PrepareStore(keys); return err })
-	return p
-}
-
-func (c *tierCheck) prepareLoad(keys []tier.Key) (p tier.LoadPlan) {
-	c.call("PrepareLoad", func() (err error) { p, err = c.x.PrepareLoad(keys); return err })
-	return p
-}
-
-func (c *tierCheck) store(lo, hi int)  { c.step(func() error { return tierStore(c.run, lo, hi) }) }
-func (c *tierCheck) verify(lo, hi int) { c.step(func() error { return tierVerify(c.run, lo, hi) }) }
-func (c *tierCheck) account(what string, want *[4]int) {
-	c.step(func() error { return tierAccount(c.x, what, want) })
 }
 
 func tierRoundTrip(r *run[Tier]) error {
-	n, err := tierSize(r.x)
-	if err != nil {
-		return err
-	}
-	c := &tierCheck{run: r}
+	n := tierSize(r.x)
 	for round := range 3 {
 		lo := round * n
 		// The eviction policy is the tier's: only the blocks just
 		// stored are sure to be there.
 		for _, h := range [][2]int{{lo, lo + n/2}, {lo + n/2, lo + n}} {
-			c.store(h[0], h[1])
-			c.verify(h[0], h[1])
+			tierStore(r, h[0], h[1])
+			tierVerify(r, h[0], h[1])
 		}
-		c.account("after a round trip", nil)
+		tierAccount(r.x, "after a round trip", nil)
 	}
-	return c.err
+	return nil
 }
 
 func tierAccounting(r *run[Tier]) error {
-	n, err := tierSize(r.x)
-	if err != nil {
-		return err
-	}
-	c, slots := &tierCheck{run: r}, r.x.Capacity()
-	c.account("empty", &[4]int{slots, 0, 0, 0})
-	c.store(0, n/2)
-	c.account("after a store", &[4]int{slots - n/2, n / 2, 0, 0})
-	sp := c.prepareStore("PrepareStore", tierKeys(n/2, n/2+2))
-	lp := c.prepareLoad(tierKeys(0, 3))
-	c.account("with a store and a load prepared", &[4]int{slots - n/2 - 2, n/2 - 3, 2, 3})
-	c.call("CompleteStore(failed)", func() error { return r.x.CompleteStore(sp.Job, false) })
-	c.call("CompleteLoad", func() error { return r.x.CompleteLoad(lp.Job) })
-	c.account("after both completed (the store failed)", &[4]int{slots - n/2, n / 2, 0, 0})
-	c.call("Reset", r.x.Reset)
-	c.account("after Reset", &[4]int{slots, 0, 0, 0})
-	return c.err
+	n := tierSize(r.x)
+	slots := r.x.Capacity()
+	tierAccount(r.x, "empty", &[4]int{slots, 0, 0, 0})
+	tierStore(r, 0, n/2)
+	tierAccount(r.x, "after a store", &[4]int{slots - n/2, n / 2, 0, 0})
+	sp, err := r.x.PrepareStore(tierKeys(n/2, n/2+2))
+	mustOK("PrepareStore", err)
+	lp, err := r.x.PrepareLoad(tierKeys(0, 3))
+	mustOK("PrepareLoad", err)
+	tierAccount(r.x, "with a store and a load prepared", &[4]int{slots - n/2 - 2, n/2 - 3, 2, 3})
+	mustOK("CompleteStore(failed)", r.x.CompleteStore(sp.Job, false))
+	mustOK("CompleteLoad", r.x.CompleteLoad(lp.Job))
+	tierAccount(r.x, "after both completed (the store failed)", &[4]int{slots - n/2, n / 2, 0, 0})
+	mustOK("Reset", r.x.Reset())
+	tierAccount(r.x, "after Reset", &[4]int{slots, 0, 0, 0})
+	return nil
 }
 
 func tierPins(r *run[Tier]) error {
@@ -323,77 +237,59 @@ func tierPins(r *run[Tier]) error {
 	if slots > 512 {
 		return skip("the pin case fills the tier: %d slots is too many", slots)
 	}
-	c, pinned := &tierCheck{run: r}, slots/2
-	c.store(0, slots)
-	lp := c.prepareLoad(tierKeys(0, pinned))
+	pinned := slots / 2
+	tierStore(r, 0, slots)
+	lp, err := r.x.PrepareLoad(tierKeys(0, pinned))
+	mustOK("PrepareLoad", err)
 	// Too many: refused, nothing evicted.
-	c.refused("PrepareStore of more blocks than are evictable", tier.ErrNoSpace, func() error {
-		_, err := r.x.PrepareStore(tierKeys(slots, slots+slots-pinned+1))
-		return err
-	})
-	c.step(func() error {
-		if s := r.x.Stats(); s.Evictable != slots-pinned {
-			return violationf(ErrAccounting, "a refused PrepareStore evicted: %d evictable, want %d", s.Evictable, slots-pinned)
-		}
-		return nil
-	})
+	_, err = r.x.PrepareStore(tierKeys(slots, slots+slots-pinned+1))
+	must(wantIs("PrepareStore of more blocks than are evictable", err, tier.ErrNoSpace))
+	ev := r.x.Stats().Evictable
+	require(ev == slots-pinned, ErrAccounting, "a refused PrepareStore evicted: %d evictable, want %d", ev, slots-pinned)
 	// Exactly enough, with one pinned and one unpinned key of the call
 	// present: only unpinned blocks outside the call go.
 	ks := append(tierKeys(pinned, pinned+1), tierKeys(slots, slots+slots-pinned-1)...)
-	sp := c.prepareStore("PrepareStore of as many blocks as are evictable", ks)
-	c.step(func() error {
-		for _, k := range sp.Evicted {
-			if i := slices.Index(tierKeys(0, pinned+1), k); i >= 0 {
-				return violationf(ErrAliased, "block %d was evicted while pinned or while among the keys being stored", i)
-			}
-		}
-		for i, res := range r.x.Lookup(tierKeys(0, pinned+1), nil) {
-			if res != tier.Hit {
-				return violationf(ErrLost, "pinned block %d looks up as %v after a store that evicted", i, res)
-			}
-		}
-		return nil
-	})
-	c.call("CompleteStore", func() error { return r.x.CompleteStore(sp.Job, true) })
-	c.call("CompleteLoad", func() error { return r.x.CompleteLoad(lp.Job) })
-	c.verify(0, pinned+1)
-	c.account("after the pins", &[4]int{0, slots, 0, 0})
-	return c.err
+	sp, err := r.x.PrepareStore(ks)
+	mustOK("PrepareStore of as many blocks as are evictable", err)
+	for _, k := range sp.Evicted {
+		i := slices.Index(tierKeys(0, pinned+1), k)
+		require(i < 0, ErrAliased, "block %d was evicted while pinned or while among the keys being stored", i)
+	}
+	for i, res := range r.x.Lookup(tierKeys(0, pinned+1), nil) {
+		require(res == tier.Hit, ErrLost, "pinned block %d looks up as %v after a store that evicted", i, res)
+	}
+	mustOK("CompleteStore", r.x.CompleteStore(sp.Job, true))
+	mustOK("CompleteLoad", r.x.CompleteLoad(lp.Job))
+	tierVerify(r, 0, pinned+1)
+	tierAccount(r.x, "after the pins", &[4]int{0, slots, 0, 0})
+	return nil
 }
 
 func tierJobs(r *run[Tier]) error {
-	c := &tierCheck{run: r}
-	c.store(0, 4)
-	sp := c.prepareStore("PrepareStore", tierKeys(4, 6))
-	lp := c.prepareLoad(tierKeys(0, 2))
-	c.call("CompleteStore", func() error { return r.x.CompleteStore(sp.Job, true) })
-	c.refused("a second CompleteStore of one job", tier.ErrInvalidJob, func() error { return r.x.CompleteStore(sp.Job, true) })
-	c.refused("CompleteLoad of the zero job", tier.ErrInvalidJob, func() error { return r.x.CompleteLoad(tier.Job{}) })
-	var op tier.StorePlan
-	c.step(func() error {
-		other, err := r.another()
-		if err != nil {
-			return err
-		}
-		op, err = other.PrepareStore(tierKeys(0, 1))
-		return contractErr("PrepareStore on a second tier", err)
-	})
-	c.refused("CompleteStore of another tier's job", tier.ErrInvalidJob, func() error { return r.x.CompleteStore(op.Job, true) })
+	tierStore(r, 0, 4)
+	sp, err := r.x.PrepareStore(tierKeys(4, 6))
+	mustOK("PrepareStore", err)
+	lp, err := r.x.PrepareLoad(tierKeys(0, 2))
+	mustOK("PrepareLoad", err)
+	mustOK("CompleteStore", r.x.CompleteStore(sp.Job, true))
+	must(wantIs("a second CompleteStore of one job", r.x.CompleteStore(sp.Job, true), tier.ErrInvalidJob))
+	must(wantIs("CompleteLoad of the zero job", r.x.CompleteLoad(tier.Job{}), tier.ErrInvalidJob))
+	other, err := r.another()
+	must(err)
+	op, err := other.PrepareStore(tierKeys(0, 1))
+	mustOK("PrepareStore on a second tier", err)
+	must(wantIs("CompleteStore of another tier's job", r.x.CompleteStore(op.Job, true), tier.ErrInvalidJob))
 	// A reset with jobs in flight: their completions are stale.
-	sp2 := c.prepareStore("PrepareStore", tierKeys(10, 12))
-	c.call("Reset", r.x.Reset)
-	c.refused("CompleteStore of a job issued before Reset", tier.ErrStaleJob, func() error { return r.x.CompleteStore(sp2.Job, true) })
-	c.refused("CompleteLoad of a job issued before Reset", tier.ErrStaleJob, func() error { return r.x.CompleteLoad(lp.Job) })
-	c.step(func() error {
-		for i, res := range r.x.Lookup(append(tierKeys(0, 6), tierKeys(10, 12)...), nil) {
-			if res != tier.Miss {
-				return violationf(ErrAliased, "after Reset and a stale completion, key %d looks up as %v", i, res)
-			}
-		}
-		return nil
-	})
-	c.account("after stale completions", &[4]int{r.x.Capacity(), 0, 0, 0})
-	return c.err
+	sp2, err := r.x.PrepareStore(tierKeys(10, 12))
+	mustOK("PrepareStore", err)
+	mustOK("Reset", r.x.Reset())
+	must(wantIs("CompleteStore of a job issued before Reset", r.x.CompleteStore(sp2.Job, true), tier.ErrStaleJob))
+	must(wantIs("CompleteLoad of a job issued before Reset", r.x.CompleteLoad(lp.Job), tier.ErrStaleJob))
+	for i, res := range r.x.Lookup(append(tierKeys(0, 6), tierKeys(10, 12)...), nil) {
+		require(res == tier.Miss, ErrAliased, "after Reset and a stale completion, key %d looks up as %v", i, res)
+	}
+	tierAccount(r.x, "after stale completions", &[4]int{r.x.Capacity(), 0, 0, 0})
+	return nil
 }
 
 func tierEvents(r *run[Tier]) error {
@@ -402,17 +298,11 @@ func tierEvents(r *run[Tier]) error {
 		return skip("the event case fills the tier: %d slots is too many", slots)
 	}
 	r.x.TakeEvents(nil)
-	if err := tierStore(r, 0, slots); err != nil {
-		return err
-	}
-	if err := tierStore(r, slots, slots+1); err != nil {
-		return err
-	}
+	tierStore(r, 0, slots)
+	tierStore(r, slots, slots+1)
 	stored, removed := map[tier.Key]bool{}, map[tier.Key]bool{}
 	for _, e := range r.x.TakeEvents(nil) {
-		if e.Medium == "" {
-			return violationf(ErrContract, "a %v event without a medium", e.Kind)
-		}
+		require(e.Medium != "", ErrContract, "a %v event without a medium", e.Kind)
 		for _, k := range e.Keys {
 			switch e.Kind {
 			case tier.BlockStored:
@@ -422,12 +312,8 @@ func tierEvents(r *run[Tier]) error {
 			}
 		}
 	}
-	if len(stored) != slots+1 {
-		return violationf(ErrLost, "%d blocks stored, %d announced by BlockStored", slots+1, len(stored))
-	}
-	if len(removed) != 1 {
-		return violationf(ErrLost, "one block evicted, %d announced by BlockRemoved", len(removed))
-	}
+	require(len(stored) == slots+1, ErrLost, "%d blocks stored, %d announced by BlockStored", slots+1, len(stored))
+	require(len(removed) == 1, ErrLost, "one block evicted, %d announced by BlockRemoved", len(removed))
 	return nil
 }
 
@@ -436,56 +322,37 @@ func tierRemove(r *run[Tier]) error {
 	if !ok {
 		return skip("the tier has no Remove")
 	}
-	n, err := tierSize(r.x)
-	if err != nil {
-		return err
+	n := tierSize(r.x)
+	slots, half := r.x.Capacity(), n/2
+	tierStore(r, 0, half)
+	lp, err := r.x.PrepareLoad(tierKeys(0, 1))
+	mustOK("PrepareLoad", err)
+	sp, err := r.x.PrepareStore(tierKeys(half, half+1))
+	mustOK("PrepareStore", err)
+	r.x.TakeEvents(nil)
+	// Blocks 1 and 2 are removable; 0 is load-pinned, half is being
+	// stored, n+5 is absent, 1 is given twice.
+	ks := append(tierKeys(0, 3), tierKey(half), tierKey(n+5), tierKey(1))
+	removed, busy, err := rm.Remove(ks, nil)
+	mustOK("Remove", err)
+	wantBusy := []tier.Key{tierKey(0), tierKey(half)}
+	require(removed == 2 && slices.Equal(busy, wantBusy), ErrContract, "Remove of 2 removable, 2 busy and 1 absent block removed %d and reported busy %v, want 2 and %v", removed, busy, wantBusy)
+	for i, res := range r.x.Lookup(tierKeys(0, 3), nil) {
+		want := [3]tier.Result{tier.Hit, tier.Miss, tier.Miss}[i]
+		require(res == want, ErrAliased, "after Remove, block %d looks up as %v, want %v", i, res, want)
 	}
-	c, slots, half := &tierCheck{run: r}, r.x.Capacity(), n/2
-	c.store(0, half)
-	lp := c.prepareLoad(tierKeys(0, 1))
-	sp := c.prepareStore("PrepareStore", tierKeys(half, half+1))
-	c.step(func() error {
-		r.x.TakeEvents(nil)
-		// Blocks 1 and 2 are removable; 0 is load-pinned, half is being
-		// stored, n+5 is absent, 1 is given twice.
-		ks := append(tierKeys(0, 3), tierKey(half), tierKey(n+5), tierKey(1))
-		removed, busy, err := rm.Remove(ks, nil)
-		if err != nil {
-			return contractErr("Remove", err)
-		}
-		if want := []tier.Key{tierKey(0), tierKey(half)}; removed != 2 || !slices.Equal(busy, want) {
-			return violationf(ErrContract, "Remove of 2 removable, 2 busy and 1 absent block removed %d and reported busy %v, want 2 and %v", removed, busy, want)
-		}
-		for i, res := range r.x.Lookup(tierKeys(0, 3), nil) {
-			if want := [3]tier.Result{tier.Hit, tier.Miss, tier.Miss}[i]; res != want {
-				return violationf(ErrAliased, "after Remove, block %d looks up as %v, want %v", i, res, want)
-			}
-		}
-		return nil
-	})
-	c.account("after Remove", &[4]int{slots - half + 2 - 1, half - 3, 1, 1})
-	c.step(func() error {
-		var gone []tier.Key
-		for _, e := range r.x.TakeEvents(nil) {
-			if e.Kind == tier.BlockStored || e.Medium == "" {
-				return violationf(ErrContract, "Remove recorded a %v event (medium %q)", e.Kind, e.Medium)
-			}
-			gone = append(gone, e.Keys...)
-		}
-		if !slices.Equal(gone, tierKeys(1, 3)) {
-			return violationf(ErrLost, "Remove of blocks 1 and 2 announced %d keys by BlockRemoved", len(gone))
-		}
-		return nil
-	})
-	c.call("CompleteStore after a Remove that found it busy", func() error { return r.x.CompleteStore(sp.Job, true) })
-	c.call("CompleteLoad after a Remove that found it busy", func() error { return r.x.CompleteLoad(lp.Job) })
-	c.verify(3, half)
-	c.step(func() error {
-		if removed, busy, err := rm.Remove(tierKeys(0, 1), nil); err != nil || removed != 1 || len(busy) != 0 {
-			return violationf(ErrContract, "Remove of a block whose load completed: %d removed, busy %v, %v", removed, busy, err)
-		}
-		return nil
-	})
-	c.account("after the jobs and a second Remove", &[4]int{slots - half + 2, half - 2, 0, 0})
-	return c.err
+	tierAccount(r.x, "after Remove", &[4]int{slots - half + 2 - 1, half - 3, 1, 1})
+	var gone []tier.Key
+	for _, e := range r.x.TakeEvents(nil) {
+		require(e.Kind != tier.BlockStored && e.Medium != "", ErrContract, "Remove recorded a %v event (medium %q)", e.Kind, e.Medium)
+		gone = append(gone, e.Keys...)
+	}
+	require(slices.Equal(gone, tierKeys(1, 3)), ErrLost, "Remove of blocks 1 and 2 announced %d keys by BlockRemoved", len(gone))
+	mustOK("CompleteStore after a Remove that found it busy", r.x.CompleteStore(sp.Job, true))
+	mustOK("CompleteLoad after a Remove that found it busy", r.x.CompleteLoad(lp.Job))
+	tierVerify(r, 3, half)
+	removed, busy, err = rm.Remove(tierKeys(0, 1), nil)
+	require(err == nil && removed == 1 && len(busy) == 0, ErrContract, "Remove of a block whose load completed: %d removed, busy %v, %v", removed, busy, err)
+	tierAccount(r.x, "after the jobs and a second Remove", &[4]int{slots - half + 2, half - 2, 0, 0})
+	return nil
 }

@@ -58,27 +58,19 @@ func checkBounds(r *trRun) error {
 		return notBounded(r.x)
 	}
 	bd := b.Bounds()
-	if bd.Capacity <= 0 || bd.Batch <= 0 {
-		return violationf(ErrContract, "Bounds() = %+v, want a positive capacity and batch", bd)
-	}
+	require(bd.Capacity > 0 && bd.Batch > 0, ErrContract, "Bounds() = %+v, want a positive capacity and batch", bd)
 	for i := range 1000 {
-		if again := b.Bounds(); again != bd {
-			return violationf(ErrContract, "Bounds() call %d = %+v, the first %+v: bounds never change", i+2, again, bd)
-		}
+		again := b.Bounds()
+		require(again == bd, ErrContract, "Bounds() call %d = %+v, the first %+v: bounds never change", i+2, again, bd)
 	}
 	l := newLedger(newHandleSource(13), 3)
 	tps, err := tryProducers(r.x, 3)
-	if err != nil {
-		return err
-	}
+	must(err)
 	for p, tp := range tps {
-		if err := sendFresh(l, tp, p, 1); err != nil {
-			return err
-		}
+		must(sendFresh(l, tp, p, 1))
 		l.drain(r.x)
-		if again := b.Bounds(); again != bd {
-			return violationf(ErrContract, "Bounds() after a Send and a Drain = %+v, before %+v: bounds never change", again, bd)
-		}
+		again := b.Bounds()
+		require(again == bd, ErrContract, "Bounds() after a Send and a Drain = %+v, before %+v: bounds never change", again, bd)
 	}
 	return l.settle(r.ctx, r.x)
 }
@@ -139,43 +131,28 @@ func fillItems(l *ledger, tp pool.TryProducer, p int, bd pool.Bounds, limit int)
 func checkCapacity(r *trRun) error {
 	tr, ctx := r.x, r.ctx
 	bd, err := fillable(tr)
-	if err != nil {
-		return err
-	}
+	must(err) // a skip where the case does not apply
 	l := newLedger(newHandleSource(14), capacityProducers)
 	tps, err := tryProducers(tr, capacityProducers)
-	if err != nil {
-		return err
-	}
+	must(err)
 	items := "handles"
 	if bd.Chunked {
 		items = "chunks"
 	}
 	// An empty queue holds exactly Capacity items.
 	n, err := fillItems(l, tps[0], 0, bd, bd.Capacity+64)
-	if err != nil {
-		return err
-	}
-	if n != bd.Capacity {
-		return violationf(ErrContract, "an empty queue took %d %s before pool.ErrFull, Bounds says capacity %d", n, items, bd.Capacity)
-	}
+	must(err)
+	require(n == bd.Capacity, ErrContract, "an empty queue took %d %s before pool.ErrFull, Bounds says capacity %d", n, items, bd.Capacity)
 	// The full queue refuses more, at any length.
 	for _, k := range []int{1, 5, 200} {
-		if got, err := trySendFresh(l, tps[0], 0, k); got != 0 || !errors.Is(err, pool.ErrFull) {
-			return violationf(ErrContract, "TrySend of %d handles into a full queue = (%d, %v), want (0, pool.ErrFull)", k, got, err)
-		}
+		got, err := trySendFresh(l, tps[0], 0, k)
+		require(got == 0 && errors.Is(err, pool.ErrFull), ErrContract, "TrySend of %d handles into a full queue = (%d, %v), want (0, pool.ErrFull)", k, got, err)
 	}
 	// Another producer has a queue of its own, or shares the full one.
 	n, err = fillItems(l, tps[1], 1, bd, bd.Capacity+64)
-	if err != nil {
-		return err
-	}
-	switch {
-	case bd.PerProducer && n != bd.Capacity:
-		return violationf(ErrContract, "a second producer's empty queue took %d %s while the first producer's was full; Bounds says a queue of %d per producer", n, items, bd.Capacity)
-	case !bd.PerProducer && n != 0:
-		return violationf(ErrContract, "a second producer published %d %s into the shared queue that was full; Bounds says one queue of %d for all producers", n, items, bd.Capacity)
-	}
+	must(err)
+	require(!bd.PerProducer || n == bd.Capacity, ErrContract, "a second producer's empty queue took %d %s while the first producer's was full; Bounds says a queue of %d per producer", n, items, bd.Capacity)
+	require(bd.PerProducer || n == 0, ErrContract, "a second producer published %d %s into the shared queue that was full; Bounds says one queue of %d for all producers", n, items, bd.Capacity)
 	// A Send into a full queue waits for a Drain, then goes through.
 	var c crew
 	w := startWorker(&c, tps[0])
@@ -197,32 +174,22 @@ func checkCapacity(r *trRun) error {
 		return errors.Join(fmt.Errorf("a Send that waited for room: %w", err), stopWorkers(ctx, &c, w))
 	}
 	l.sent[0] = append(l.sent[0], chunk...)
-	if err := stopWorkers(ctx, &c, w); err != nil {
-		return err
-	}
-	if err := l.settle(ctx, tr); err != nil {
-		return err
-	}
+	must(stopWorkers(ctx, &c, w))
+	must(l.settle(ctx, tr))
 	// Every time: the queue is drained and filled again, many times over,
 	// and holds exactly Capacity items each time; a shared queue is filled
 	// by many producers by turns.
-	if err := refill(ctx, r, l, tps, bd); err != nil {
-		return err
-	}
+	refill(ctx, r, l, tps, bd)
 	// TrySend publishes from the front what fits, and the room is back
 	// after the drains.
 	if !bd.Chunked {
 		k := max(bd.Capacity/2, 1)
-		if got, err := trySendFresh(l, tps[0], 0, k); got != k || err != nil {
-			return violationf(ErrContract, "TrySend of %d handles into an empty queue of %d = (%d, %v), want (%d, nil)", k, bd.Capacity, got, err, k)
-		}
+		got, err := trySendFresh(l, tps[0], 0, k)
+		require(got == k && err == nil, ErrContract, "TrySend of %d handles into an empty queue of %d = (%d, %v), want (%d, nil)", k, bd.Capacity, got, err, k)
 		rest := bd.Capacity - k + 2
-		if got, err := trySendFresh(l, tps[0], 0, rest); got != bd.Capacity-k || !errors.Is(err, pool.ErrFull) {
-			return violationf(ErrContract, "TrySend of %d handles into a queue with room for %d = (%d, %v), want (%d, pool.ErrFull)", rest, bd.Capacity-k, got, err, bd.Capacity-k)
-		}
-		if err := l.drainDry(ctx, tr); err != nil {
-			return err
-		}
+		got, err = trySendFresh(l, tps[0], 0, rest)
+		require(got == bd.Capacity-k && errors.Is(err, pool.ErrFull), ErrContract, "TrySend of %d handles into a queue with room for %d = (%d, %v), want (%d, pool.ErrFull)", rest, bd.Capacity-k, got, err, bd.Capacity-k)
+		must(l.drainDry(ctx, tr))
 	}
 	return l.verdict()
 }
@@ -236,22 +203,16 @@ const refillCycles = 12
 // refill drains and fills the queues of tps refillCycles times, checking
 // each time that a queue holds exactly Capacity items: producer 0's
 // queue, or the shared queue, filled by every producer by turns.
-func refill(ctx context.Context, r *trRun, l *ledger, tps []pool.TryProducer, bd pool.Bounds) error {
+func refill(ctx context.Context, r *trRun, l *ledger, tps []pool.TryProducer, bd pool.Bounds) {
 	if bd.Capacity > maxFilled {
-		return nil // filled with one TrySend, not item by item
+		return // filled with one TrySend, not item by item
 	}
 	for cycle := range refillCycles {
-		if err := l.drainDry(ctx, r.x); err != nil {
-			return err
-		}
+		must(l.drainDry(ctx, r.x))
 		if bd.PerProducer {
 			n, err := fillItems(l, tps[0], 0, bd, bd.Capacity+64)
-			if err != nil {
-				return err
-			}
-			if n != bd.Capacity {
-				return violationf(ErrContract, "fill %d of a queue (%d items through it so far): it took %d items before pool.ErrFull, Bounds says capacity %d", cycle+2, (cycle+1)*bd.Capacity, n, bd.Capacity)
-			}
+			must(err)
+			require(n == bd.Capacity, ErrContract, "fill %d of a queue (%d items through it so far): it took %d items before pool.ErrFull, Bounds says capacity %d", cycle+2, (cycle+1)*bd.Capacity, n, bd.Capacity)
 			continue
 		}
 		// The shared queue, by turns: each producer sends one item until
@@ -259,32 +220,26 @@ func refill(ctx context.Context, r *trRun, l *ledger, tps []pool.TryProducer, bd
 		items := 0
 		for p := 0; items <= bd.Capacity+64; p = (p + 1) % len(tps) {
 			n, err := fillItems(l, tps[p], p, bd, 1)
-			if err != nil {
-				return err
-			}
+			must(err)
 			if n == 0 {
 				break
 			}
 			items++
 		}
-		if items != bd.Capacity {
-			return violationf(ErrContract, "fill %d of the shared queue by %d producers by turns: it took %d items before pool.ErrFull, Bounds says one queue of %d for all producers", cycle+2, len(tps), items, bd.Capacity)
-		}
+		require(items == bd.Capacity, ErrContract, "fill %d of the shared queue by %d producers by turns: it took %d items before pool.ErrFull, Bounds says one queue of %d for all producers", cycle+2, len(tps), items, bd.Capacity)
 		for p, tp := range tps {
 			if n, err := fillItems(l, tp, p, bd, 1); n != 0 || err != nil {
-				return errors.Join(err, violationf(ErrContract, "the shared queue, full after producers filled it by turns, took an item from producer %d: Bounds says one queue of %d for all producers", p, bd.Capacity))
+				must(errors.Join(err, violationf(ErrContract, "the shared queue, full after producers filled it by turns, took an item from producer %d: Bounds says one queue of %d for all producers", p, bd.Capacity)))
 			}
 		}
 	}
-	return l.drainDry(ctx, r.x)
+	must(l.drainDry(ctx, r.x))
 }
 
 func checkBatch(r *trRun) error {
 	tr, ctx := r.x, r.ctx
 	bd, err := fillable(tr)
-	if err != nil {
-		return err
-	}
+	must(err) // a skip where the case does not apply
 	if bd.Capacity > maxFilled {
 		return skip("a queue of %d items is too large to fill item by item", bd.Capacity)
 	}
@@ -296,9 +251,7 @@ func checkBatch(r *trRun) error {
 	src := newHandleSource(15)
 	l := newLedger(src, producers)
 	tps, err := tryProducers(tr, producers)
-	if err != nil {
-		return err
-	}
+	must(err)
 	// queueOf is the queue a producer's items go to.
 	queueOf := func(p int) int { return p % queues }
 	chunkOf := map[pool.Handle]int{} // chunk items: handle -> item number
@@ -324,9 +277,7 @@ func checkBatch(r *trRun) error {
 			}
 			chunk := freshChunk(src, p, n)
 			got, err := tps[p].TrySend(chunk)
-			if got != n || err != nil {
-				return violationf(ErrContract, "TrySend of a %d-handle item into a queue holding %d of %d items = (%d, %v), want (%d, nil)", n, pending[queueOf(p)], bd.Capacity, got, err, n)
-			}
+			require(got == n && err == nil, ErrContract, "TrySend of a %d-handle item into a queue holding %d of %d items = (%d, %v), want (%d, nil)", n, pending[queueOf(p)], bd.Capacity, got, err, n)
 			l.sent[p] = append(l.sent[p], chunk...)
 			for _, h := range chunk {
 				chunkOf[h] = len(itemLens)
@@ -352,34 +303,27 @@ func checkBatch(r *trRun) error {
 					count[chunkOf[h]]++
 				}
 				for item, k := range count {
-					if k != itemLens[item] {
-						return violationf(ErrContract, "a Drain delivered %d of the %d handles of a chunk item: chunk items are never split", k, itemLens[item])
-					}
+					require(k == itemLens[item], ErrContract, "a Drain delivered %d of the %d handles of a chunk item: chunk items are never split", k, itemLens[item])
 				}
 				taken[queueOf(p)] += len(count)
 			}
 			left := 0
 			for q := range queues {
-				if want := min(bd.Batch, pending[q]); taken[q] != want {
-					if len(l.strays) > 0 {
-						return l.verdict()
-					}
-					return violationf(ErrContract, "queues filled to %d items: drain %d took %d items from a queue holding %d, want min(batch %d, %d) = %d",
-						level, d, taken[q], pending[q], bd.Batch, pending[q], want)
+				want := min(bd.Batch, pending[q])
+				if taken[q] != want && len(l.strays) > 0 {
+					return l.verdict()
 				}
+				require(taken[q] == want, ErrContract, "queues filled to %d items: drain %d took %d items from a queue holding %d, want min(batch %d, %d) = %d",
+					level, d, taken[q], pending[q], bd.Batch, pending[q], want)
 				pending[q] -= taken[q]
 				left += pending[q]
 			}
 			if left == 0 {
 				break
 			}
-			if ctx.Err() != nil {
-				return violationf(ErrDeadlock, "queues filled to %d items were not drained before the watchdog fired", level)
-			}
+			require(ctx.Err() == nil, ErrDeadlock, "queues filled to %d items were not drained before the watchdog fired", level)
 		}
-		if err := l.verdict(); err != nil {
-			return fmt.Errorf("queues filled to %d items: %w", level, err)
-		}
+		mustIn(l.verdict(), "queues filled to %d items", level)
 	}
 	return nil
 }

@@ -43,22 +43,17 @@ func checkChurn(r *trRun) error {
 			for i := range lives {
 				p := lane*lives + i
 				prod, err := tr.NewProducer()
-				if err != nil {
-					return violationf(ErrContract, "producer %d: NewProducer: %v", p, err)
-				}
+				mustOK(fmt.Sprintf("producer %d: NewProducer", p), err)
 				for k, chunk := range plans[p] {
 					if ctx.Err() != nil {
 						return nil // stopped: the owner reports
 					}
 					buf = append(buf[:0], chunk...)
-					if err := send(prod, buf, k%2 == 0); err != nil {
-						return violationf(ErrContract, "producer %d: send of chunk %d (%d handles): %v", p, k, len(chunk), err)
-					}
+					err = send(prod, buf, k%2 == 0)
+					require(err == nil, ErrContract, "producer %d: send of chunk %d (%d handles): %v", p, k, len(chunk), err)
 					l.sent[p] = append(l.sent[p], chunk...)
 				}
-				if err := prod.Close(); err != nil {
-					return violationf(ErrContract, "producer %d: Close: %v", p, err)
-				}
+				mustOK(fmt.Sprintf("producer %d: Close", p), prod.Close())
 			}
 			return nil
 		})
@@ -76,9 +71,7 @@ func checkChurn(r *trRun) error {
 			return c.stopped(fmt.Sprintf("of %d lanes of producers (%d handles delivered so far) were", churnLanes, l.n))
 		}
 	}
-	if err := c.wait(ctx, "producers"); err != nil {
-		return err
-	}
+	must(c.wait(ctx, "producers"))
 	return l.verdict()
 }
 
@@ -115,9 +108,7 @@ func checkVolume(r *trRun) error {
 		got++
 	})
 	prod, err := tr.NewProducer()
-	if err != nil {
-		return violationf(ErrContract, "NewProducer: %v", err)
-	}
+	mustOK("NewProducer", err)
 	tp, _ := prod.(pool.TryProducer)
 	if bounded && tp == nil {
 		return skip("the producers of %T are not pool.TryProducers (see the Bounds case)", tr)
@@ -135,23 +126,18 @@ func checkVolume(r *trRun) error {
 			chunk[i] = table[(sent+i)%len(table)]
 		}
 		if tp == nil {
-			if err := prod.Send(chunk); err != nil {
-				return violationf(ErrContract, "Send of %d handles after %d sent: %v", n, sent, err)
-			}
+			err = prod.Send(chunk)
+			require(err == nil, ErrContract, "Send of %d handles after %d sent: %v", n, sent, err)
 		} else {
 			// What does not fit waits for the next Drain.
 			for len(chunk) > 0 {
 				k, err := tp.TrySend(chunk)
-				if err != nil && !errors.Is(err, pool.ErrFull) {
-					return violationf(ErrContract, "TrySend of %d handles after %d sent: %v", len(chunk), sent, err)
-				}
+				require(err == nil || errors.Is(err, pool.ErrFull), ErrContract, "TrySend of %d handles after %d sent: %v", len(chunk), sent, err)
 				chunk = chunk[k:]
 				if len(chunk) > 0 {
 					t.drain(tr)
 				}
-				if ctx.Err() != nil {
-					return violationf(ErrDeadlock, "TrySend found no room for %d handles while the owner drained", len(chunk))
-				}
+				require(ctx.Err() == nil, ErrDeadlock, "TrySend found no room for %d handles while the owner drained", len(chunk))
 			}
 		}
 		sent += n
@@ -169,18 +155,10 @@ func checkVolume(r *trRun) error {
 			break
 		}
 	}
-	if err := t.check(); err != nil {
-		return err
-	}
-	switch {
-	case got > total:
-		return violationf(ErrDuplicated, "one producer sent %d handles through one instance, %d delivered", total, got)
-	case got < total:
-		return violationf(ErrLost, "one producer sent %d handles through one instance, %d delivered (the first out of place: #%d)", total, got, firstWrong)
-	case wrong > 0 && foreign > 0:
-		return violationf(ErrCorrupted, "one producer sent %d handles through one instance: %d delivered were never sent (a field changed), the first #%d", total, foreign, firstForeign)
-	case wrong > 0:
-		return violationf(ErrOrder, "one producer sent %d handles through one instance: %d delivered out of place, the first #%d", total, wrong, firstWrong)
-	}
+	must(t.check())
+	require(got <= total, ErrDuplicated, "one producer sent %d handles through one instance, %d delivered", total, got)
+	require(got >= total, ErrLost, "one producer sent %d handles through one instance, %d delivered (the first out of place: #%d)", total, got, firstWrong)
+	require(wrong == 0 || foreign == 0, ErrCorrupted, "one producer sent %d handles through one instance: %d delivered were never sent (a field changed), the first #%d", total, foreign, firstForeign)
+	require(wrong == 0, ErrOrder, "one producer sent %d handles through one instance: %d delivered out of place, the first #%d", total, wrong, firstWrong)
 	return nil
 }
