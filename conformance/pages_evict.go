@@ -17,166 +17,129 @@ func checkPagesPins(r *pgCase, m *pgModel) error {
 	// ones survive Evict and allocation pressure; Free drops every pin.
 	rng := rand.New(rand.NewPCG(7, 8))
 	for m.Used < m.Pages {
-		x, err := m.alloc(min(1+rng.IntN(4), m.Pages-m.Used), kvCache)
-		if err != nil || x == nil {
-			return refusedOr(err, "Alloc with %d pages free failed", m.Pages-m.Used)
-		}
+		x := m.alloc(min(1+rng.IntN(4), m.Pages-m.Used), kvCache)
+		require(x != nil, ErrContract, "Alloc with %d pages free failed", m.Pages-m.Used)
 		for range rng.IntN(3) {
-			if err := m.pin(x); err != nil {
-				return err
-			}
+			m.pin(x)
 		}
 		if rng.IntN(2) == 0 {
 			for x.Pins > 0 {
-				if err := m.unpin(x); err != nil {
-					return err
-				}
+				m.unpin(x)
 			}
 		}
 	}
-	if err := m.check("with pinned and unpinned runs"); err != nil {
-		return err
-	}
-	if err := m.evict(m.Pages); err != nil {
-		return err
-	}
-	if err := m.check("after Evict of the whole region"); err != nil {
-		return err
-	}
+	must(m.check("with pinned and unpinned runs"))
+	m.evict(m.Pages)
+	must(m.check("after Evict of the whole region"))
 	// Allocation pressure: the pinned runs must stay.
 	for _, n := range []int{m.Pages, m.Pages / 2, 1} {
-		x, err := m.alloc(n, weights)
-		if err != nil {
-			return err
-		}
-		if x != nil {
-			if err := m.free(x); err != nil {
-				return err
-			}
+		if x := m.alloc(n, weights); x != nil {
+			m.free(x)
 		}
 	}
 	for _, x := range slices.Clone(m.Live) {
 		if x.Pins > 1 {
-			if err := m.free(x); err != nil { // Free, whatever the pins
-				return err
-			}
+			m.free(x) // Free, whatever the pins
 		}
 	}
-	if err := m.check("after freeing runs pinned several times"); err != nil {
-		return err
-	}
+	must(m.check("after freeing runs pinned several times"))
 	// Then thousands of random pins, unpins and evictions.
-	return m.churn(r, rng, scaled(2000), func(int) error { return m.check("") })
+	m.churn(r, rng, scaled(2000), func(int) { must(m.check("")) })
+	return nil
 }
 
 func checkPagesLRU(r *pgCase, m *pgModel) error {
 	rng := rand.New(rand.NewPCG(9, 10))
-	return m.rounds(scaled(20), func(round int) error {
+	m.rounds(scaled(20), func(round int) {
 		// Runs of the two types that share a priority, unpinned in a
 		// random order, some pinned and unpinned again.
-		if err := m.fill(func(left int) (int, pages.Content) {
+		m.fill(func(left int) (int, pages.Content) {
 			c := kvCache
 			if rng.IntN(2) == 0 {
 				c = adapter
 			}
 			return min(1+rng.IntN(3), left), c
-		}, nil); err != nil {
-			return err
-		}
+		}, nil)
 		for _, i := range rng.Perm(len(m.Live)) {
-			if err := m.unpin(m.Live[i]); err != nil {
-				return err
-			}
+			m.unpin(m.Live[i])
 		}
 		for range len(m.Live) / 3 {
 			x := m.Pick(rng)
-			if err := m.pin(x); err != nil {
-				return err
-			}
-			if err := m.unpin(x); err != nil {
-				return err
-			}
+			m.pin(x)
+			m.unpin(x)
 		}
 		// One run at a time through Evict, then allocations that must
 		// evict.
-		for range 3 {
-			if err := m.evict(1); err != nil {
-				return fmt.Errorf("round %d: %w", round, err)
+		during(func() {
+			for range 3 {
+				m.evict(1)
 			}
-		}
-		for range 4 {
-			if _, err := m.alloc(1+rng.IntN(6), kvCache); err != nil {
-				return fmt.Errorf("round %d: %w", round, err)
+			for range 4 {
+				m.alloc(1+rng.IntN(6), kvCache)
 			}
-		}
-		return nil
+		}, "round %d", round)
 	})
+	return nil
 }
 
 func checkPagesPriority(r *pgCase, m *pgModel) error {
 	rng := rand.New(rand.NewPCG(13, 14))
-	return m.rounds(scaled(20), func(round int) error {
+	m.rounds(scaled(20), func(round int) {
 		// Unpinned runs of every type, interleaved.
-		if err := m.fill(func(left int) (int, pages.Content) {
+		m.fill(func(left int) (int, pages.Content) {
 			c := pages.Content(rng.IntN(len(m.types)))
 			return min(1+rng.IntN(3), left), c
-		}, m.unpin); err != nil {
-			return err
-		}
+		}, m.unpin)
 		// Allocations of each priority: prefix may evict only prefix,
 		// kv and adapter up to their priority, weights everything
 		// evictable, scratch (priority 0) nothing.
-		for _, c := range []pages.Content{scratch, prefix, kvCache, adapter, weights} {
-			for _, n := range []int{1 + rng.IntN(4), 1 + rng.IntN(m.Pages/4)} {
-				if _, err := m.alloc(n, c); err != nil {
-					return fmt.Errorf("round %d: %w", round, err)
+		during(func() {
+			for _, c := range []pages.Content{scratch, prefix, kvCache, adapter, weights} {
+				for _, n := range []int{1 + rng.IntN(4), 1 + rng.IntN(m.Pages/4)} {
+					m.alloc(n, c)
 				}
 			}
-		}
-		return m.evict(m.Pages / 8)
+		}, "round %d", round)
+		m.evict(m.Pages / 8)
 	})
+	return nil
 }
 
 func checkPagesMinimal(r *pgCase, m *pgModel) error {
 	rng := rand.New(rand.NewPCG(15, 16))
-	return m.rounds(scaled(20), func(round int) error {
+	m.rounds(scaled(20), func(round int) {
 		// Unpinned kv runs between pinned weights: evicting k runs frees
 		// runs of known lengths.
-		if err := m.fill(func(left int) (int, pages.Content) { return min(1+rng.IntN(4), left), kvCache },
-			m.unpinIf(func() bool { return rng.IntN(4) != 0 })); err != nil {
-			return err
-		}
+		m.fill(func(left int) (int, pages.Content) { return min(1+rng.IntN(4), left), kvCache },
+			m.unpinIf(func() bool { return rng.IntN(4) != 0 }))
 		// Requests that fit after some evictions, and requests larger
 		// than all the free and evictable pages: those evict nothing.
 		hopeless := m.Pages - m.Used + m.CandidatePages(math.MaxInt) + 1
-		for _, n := range []int{1, 2, 1 + rng.IntN(8), hopeless, m.Pages} {
-			if n > m.Pages {
-				continue
+		during(func() {
+			for _, n := range []int{1, 2, 1 + rng.IntN(8), hopeless, m.Pages} {
+				if n <= m.Pages {
+					m.alloc(n, kvCache)
+				}
 			}
-			if _, err := m.alloc(n, kvCache); err != nil {
-				return fmt.Errorf("round %d: %w", round, err)
-			}
-		}
-		return nil
+		}, "round %d", round)
 	})
+	return nil
 }
 
 func checkPagesEvict(r *pgCase, m *pgModel) error {
 	rng := rand.New(rand.NewPCG(17, 18))
-	return m.rounds(scaled(20), func(round int) error {
-		if err := m.fill(func(left int) (int, pages.Content) {
+	m.rounds(scaled(20), func(round int) {
+		m.fill(func(left int) (int, pages.Content) {
 			n := min(1+rng.IntN(5), left)
 			return n, pages.Content(rng.IntN(len(m.types)))
-		}, m.unpinIf(func() bool { return rng.IntN(3) != 0 })); err != nil {
-			return err
-		}
-		for _, n := range []int{0, 1, 2, 3, 1 + rng.IntN(8), m.Pages / 4, m.Pages, math.MaxInt} {
-			if err := m.evict(n); err != nil {
-				return fmt.Errorf("round %d: %w", round, err)
+		}, m.unpinIf(func() bool { return rng.IntN(3) != 0 }))
+		during(func() {
+			for _, n := range []int{0, 1, 2, 3, 1 + rng.IntN(8), m.Pages / 4, m.Pages, math.MaxInt} {
+				m.evict(n)
 			}
-		}
-		return nil
+		}, "round %d", round)
 	})
+	return nil
 }
 
 func checkPagesEvictFunc(r *pgCase, m *pgModel) error {
@@ -220,26 +183,19 @@ func checkPagesEvictFunc(r *pgCase, m *pgModel) error {
 		})
 	}
 	rng := rand.New(rand.NewPCG(19, 20))
-	if err := m.churn(r, rng, scaled(2000), func(step int) error {
+	m.churn(r, rng, scaled(2000), func(step int) {
 		if step%16 == 0 {
-			return m.check("")
+			must(m.check(""))
 		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if heard < 20 {
-		return violationf(ErrContract, "the EvictFunc was called %d times in thousands of operations that evict", heard)
-	}
+	})
+	require(heard >= 20, ErrContract, "the EvictFunc was called %d times in thousands of operations that evict", heard)
 	// Every run evicted is stale on every path.
 	in.log.probe = nil
 	for i, run := range in.log.runs {
 		if _, live := m.ByKey[run]; live || i%7 != 0 {
 			continue
 		}
-		if err := m.refused("an evicted run", run, pool.ErrStaleHandle); err != nil {
-			return err
-		}
+		m.refused("an evicted run", run, pool.ErrStaleHandle)
 	}
 	return m.check("after calls with evicted runs")
 }
@@ -286,93 +242,64 @@ func (in *pagesInst) settle() {
 }
 
 func checkPagesWatermarks(r *pgCase, m *pgModel) error {
-	if m.High == 0 {
-		return violationf(ErrContract, "the model has no watermarks")
-	}
+	require(m.High != 0, ErrContract, "the model has no watermarks")
 	rng := rand.New(rand.NewPCG(21, 22))
 	for round := range scaled(10) {
 		// Climb to the high watermark with unpinned runs: nothing is
 		// evicted below it, then down to the low one.
 		for m.Used < m.High-1 {
-			x, err := m.alloc(1, pages.Content(1+rng.IntN(3)))
-			if err != nil || x == nil {
-				return refusedOr(err, "round %d: Alloc(1) with %d pages in use failed", round, m.Used)
+			x := m.alloc(1, pages.Content(1+rng.IntN(3)))
+			require(x != nil, ErrContract, "round %d: Alloc(1) with %d pages in use failed", round, m.Used)
+			m.unpin(x)
+		}
+		must(m.check(fmt.Sprintf("round %d, just under the high watermark", round)))
+		during(func() {
+			for range 6 {
+				m.alloc(1+rng.IntN(3), weights)
 			}
-			if err := m.unpin(x); err != nil {
-				return err
-			}
-		}
-		if err := m.check(fmt.Sprintf("round %d, just under the high watermark", round)); err != nil {
-			return err
-		}
-		for range 6 {
-			if _, err := m.alloc(1+rng.IntN(3), weights); err != nil {
-				return fmt.Errorf("round %d: %w", round, err)
-			}
-		}
-		if err := m.check(fmt.Sprintf("round %d, past the high watermark", round)); err != nil {
-			return err
-		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
+		}, "round %d", round)
+		must(m.check(fmt.Sprintf("round %d, past the high watermark", round)))
+		m.freeAll()
 	}
-	return m.churn(r, rng, scaled(2000), func(int) error { return m.check("") })
+	m.churn(r, rng, scaled(2000), func(int) { must(m.check("")) })
+	return nil
 }
 
 func checkPagesContentRange(r *pgCase, m *pgModel) error {
 	in := m.in
-	if len(m.types) != pages.MaxContentTypes {
-		return violationf(ErrContract, "the model has %d content types, want %d", len(m.types), pages.MaxContentTypes)
-	}
+	require(len(m.types) == pages.MaxContentTypes, ErrContract, "the model has %d content types, want %d", len(m.types), pages.MaxContentTypes)
 	// Every content type round-trips (place checks Content), and Stats
 	// counts it under its own index.
 	for c := range pages.Content(len(m.types)) {
-		if _, err := m.alloc(1+int(c)%2, c); err != nil {
-			return err
-		}
+		m.alloc(1+int(c)%2, c)
 	}
-	if err := m.check(fmt.Sprintf("with a run of each of %d content types", len(m.types))); err != nil {
-		return err
-	}
+	must(m.check(fmt.Sprintf("with a run of each of %d content types", len(m.types))))
 	for c := len(m.types); c <= math.MaxUint8; c++ {
-		if _, err := in.alloc(1, pages.Content(c)); !errors.Is(err, pool.ErrInvalidArgument) {
-			return violationf(ErrContract, "Alloc(1, content %d) with %d content types = %v, want pool.ErrInvalidArgument", c, len(m.types), err)
-		}
+		_, err := in.alloc(1, pages.Content(c))
+		require(errors.Is(err, pool.ErrInvalidArgument), ErrContract, "Alloc(1, content %d) with %d content types = %v, want pool.ErrInvalidArgument", c, len(m.types), err)
 	}
-	if err := m.freeAll(); err != nil {
-		return err
-	}
+	m.freeAll()
 	// Eviction by priority: the region full of unpinned runs of every
 	// type, in a random order, evicted one by one, then allocations of
 	// every priority under pressure.
 	rng := rand.New(rand.NewPCG(29, 30))
-	if err := m.rounds(6, func(round int) error {
+	m.rounds(6, func(round int) {
 		for m.Used < m.Pages {
-			x, err := m.alloc(min(1+rng.IntN(2), m.Pages-m.Used), pages.Content(rng.IntN(len(m.types))))
-			if err != nil {
-				return err
-			}
+			x := m.alloc(min(1+rng.IntN(2), m.Pages-m.Used), pages.Content(rng.IntN(len(m.types))))
 			if x == nil {
 				break
 			}
-			if err := m.unpin(x); err != nil {
-				return err
-			}
+			m.unpin(x)
 		}
-		for range 8 {
-			if err := m.evict(1); err != nil {
-				return fmt.Errorf("round %d: %w", round, err)
+		during(func() {
+			for range 8 {
+				m.evict(1)
 			}
-		}
-		for _, c := range rng.Perm(len(m.types)) {
-			if _, err := m.alloc(1+rng.IntN(4), pages.Content(c)); err != nil {
-				return fmt.Errorf("round %d: %w", round, err)
+			for _, c := range rng.Perm(len(m.types)) {
+				m.alloc(1+rng.IntN(4), pages.Content(c))
 			}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	return m.churn(r, rng, scaled(1000), func(int) error { return m.check("") })
+		}, "round %d", round)
+	})
+	m.churn(r, rng, scaled(1000), func(int) { must(m.check("")) })
+	return nil
 }

@@ -30,17 +30,14 @@ func newPgModel(in *pagesInst) (*pgModel, error) {
 	if st.Pages < pagesMin || st.PageSize <= 0 {
 		return nil, &ctorError{fmt.Errorf("the page-run suite needs a region of at least %d pages, got %d pages of %d bytes", pagesMin, st.Pages, st.PageSize)}
 	}
-	if st.Fit != pages.BestFit && st.Fit != pages.FirstFit {
-		return nil, violationf(ErrContract, "Stats().Fit = %v, neither best nor first fit", st.Fit)
-	}
+	require(st.Fit == pages.BestFit || st.Fit == pages.FirstFit, ErrContract, "Stats().Fit = %v, neither best nor first fit", st.Fit)
 	m := &pgModel{in: in, psize: st.PageSize, fit: st.Fit, types: in.cfg.Types}
 	if m.types == nil {
 		m.types = []pages.ContentType{{Name: "data"}}
 	}
 	m.Region = model.NewRegion[pages.Run](st.Pages, st.Fit == pages.FirstFit, regionTypes(m.types), in.cfg.High, in.cfg.Low)
-	if want := m.want(); st != want {
-		return nil, violationf(ErrAccounting, "a fresh allocator's Stats differs from one free run of the whole region: %s", fieldDiff(st, want))
-	}
+	want := m.want()
+	require(st == want, ErrAccounting, "a fresh allocator's Stats differs from one free run of the whole region: %s", fieldDiff(st, want))
 	return m, nil
 }
 
@@ -82,40 +79,31 @@ func (m *pgModel) check(what string) error {
 // alloc allocates n pages of content c from the allocator and the model,
 // and checks what happened: the evictions, in order; the error; the run's
 // place, length, pins, content and memory. When the model agrees that the
-// allocation must fail it returns nil and no error.
-func (m *pgModel) alloc(n int, c pages.Content) (*pgRun, error) {
+// allocation must fail it returns nil.
+func (m *pgModel) alloc(n int, c pages.Content) *pgRun {
 	what := fmt.Sprintf("Alloc(%d pages, content %d)", n, c)
 	room, placed := m.Evicting(n, int(c))
 	mark := len(m.in.log.runs)
 	r, err := m.in.alloc(n, c)
-	if e := m.evictedAs(what, mark, room, !placed || err != nil || m.High == 0); e != nil {
-		return nil, e
-	}
+	m.evictedAs(what, mark, room, !placed || err != nil || m.High == 0)
 	if !placed {
 		if err == nil {
-			return nil, violationf(ErrAliased, "%s = %v, but no free run holds %d pages (free runs %v): it overlaps live runs", what, r, n, m.Gaps())
+			must(violationf(ErrAliased, "%s = %v, but no free run holds %d pages (free runs %v): it overlaps live runs", what, r, n, m.Gaps()))
 		}
-		if !errors.Is(err, pool.ErrExhausted) {
-			return nil, violationf(ErrContract, "%s with no free run that holds it = %v, want pool.ErrExhausted", what, err)
-		}
+		require(errors.Is(err, pool.ErrExhausted), ErrContract, "%s with no free run that holds it = %v, want pool.ErrExhausted", what, err)
 		m.Failed++
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, violationf(ErrContract, "%s = %v, but a free run holds it (free runs %v)", what, err, m.Gaps())
+		must(violationf(ErrContract, "%s = %v, but a free run holds it (free runs %v)", what, err, m.Gaps()))
 	}
-	x, err := m.place(what, r, n, c)
-	if err != nil {
-		return nil, err
-	}
+	x := m.place(what, r, n, c)
 	if m.High > 0 {
 		marked := m.Reclaim()
-		if e := m.evictedAs(fmt.Sprintf("%s, leaving %d of %d pages in use (high watermark %d, low %d)", what, m.Used+pagesOf(marked), m.Pages, m.High, m.Low),
-			mark+len(room), marked, true); e != nil {
-			return nil, e
-		}
+		m.evictedAs(fmt.Sprintf("%s, leaving %d of %d pages in use (high watermark %d, low %d)", what, m.Used+pagesOf(marked), m.Pages, m.High, m.Low),
+			mark+len(room), marked, true)
 	}
-	return x, nil
+	return x
 }
 
 func pagesOf(xs []*pgRun) int {
@@ -127,19 +115,14 @@ func pagesOf(xs []*pgRun) int {
 }
 
 // place checks a run the allocator just placed and adds it to the model.
-func (m *pgModel) place(what string, r pages.Run, n int, c pages.Content) (*pgRun, error) {
+func (m *pgModel) place(what string, r pages.Run, n int, c pages.Content) *pgRun {
 	first, got, err := m.in.Span(r)
-	switch {
-	case err != nil:
-		return nil, violationf(ErrContract, "Span of the run %s returned: %v", what, err)
-	case got != n:
-		return nil, violationf(ErrContract, "%s placed a run of %d pages", what, got)
-	case first < 0 || first+n > m.Pages:
-		return nil, violationf(ErrContract, "%s placed pages [%d, %d), outside the region of %d", what, first, first+n, m.Pages)
-	}
+	require(err == nil, ErrContract, "Span of the run %s returned: %v", what, err)
+	require(got == n, ErrContract, "%s placed a run of %d pages", what, got)
+	require(first >= 0 && first+n <= m.Pages, ErrContract, "%s placed pages [%d, %d), outside the region of %d", what, first, first+n, m.Pages)
 	for p := first; p < first+n; p++ {
 		if o := m.Owner[p]; o != nil {
-			return nil, violationf(ErrAliased, "%s placed pages [%d, %d), but page %d belongs to the live run %v at [%d, %d)", what, first, first+n, p, o.Key, o.First, o.First+o.N)
+			must(violationf(ErrAliased, "%s placed pages [%d, %d), but page %d belongs to the live run %v at [%d, %d)", what, first, first+n, p, o.Key, o.First, o.First+o.N))
 		}
 	}
 	allowed := m.Allowed(n)
@@ -148,57 +131,47 @@ func (m *pgModel) place(what string, r pages.Run, n int, c pages.Content) (*pgRu
 		ok = ok || (g[0] <= first && first+n <= g[0]+g[1])
 	}
 	if !ok {
-		return nil, violationf(ErrContract, "%s placed pages [%d, %d); %v allows the free runs %v (as (first, length)) of the free runs %v", what, first, first+n, m.fit, allowed, m.Gaps())
+		must(violationf(ErrContract, "%s placed pages [%d, %d); %v allows the free runs %v (as (first, length)) of the free runs %v", what, first, first+n, m.fit, allowed, m.Gaps()))
 	}
-	if _, dup := m.ByKey[r]; dup {
-		return nil, violationf(ErrDuplicated, "%s returned %v, a live run's handle", what, r)
-	}
-	if id := runPool(r); m.id == 0 {
+	_, dup := m.ByKey[r]
+	require(!dup, ErrDuplicated, "%s returned %v, a live run's handle", what, r)
+	id := runPool(r)
+	if m.id == 0 {
 		m.id = id
-	} else if id != m.id {
-		return nil, violationf(ErrContract, "%s returned a run of allocator id %d, earlier runs carry %d", what, id, m.id)
 	}
+	require(id == m.id, ErrContract, "%s returned a run of allocator id %d, earlier runs carry %d", what, id, m.id)
 	buf, err := m.in.Bytes(r)
-	if err != nil || len(buf) != n*m.psize || cap(buf) != len(buf) {
-		return nil, violationf(ErrContract, "Bytes of the run %s returned: %d bytes, capacity %d, %v; want %d bytes, no spare capacity", what, len(buf), cap(buf), err, n*m.psize)
-	}
-	if pins, err := m.in.Pins(r); pins != 1 || err != nil {
-		return nil, violationf(ErrContract, "the run %s returned has %d pins (%v), want 1", what, pins, err)
-	}
-	if got, err := m.in.Content(r); got != c || err != nil {
-		return nil, violationf(ErrContract, "Content of the run %s returned = %d, %v", what, got, err)
-	}
+	require(err == nil && len(buf) == n*m.psize && cap(buf) == len(buf), ErrContract, "Bytes of the run %s returned: %d bytes, capacity %d, %v; want %d bytes, no spare capacity", what, len(buf), cap(buf), err, n*m.psize)
+	pins, err := m.in.Pins(r)
+	require(pins == 1 && err == nil, ErrContract, "the run %s returned has %d pins (%v), want 1", what, pins, err)
+	cont, err := m.in.Content(r)
+	require(cont == c && err == nil, ErrContract, "Content of the run %s returned = %d, %v", what, cont, err)
 	m.tag++
 	stamp(buf, m.psize, m.tag)
-	return m.Add(r, first, n, int(c), m.tag), nil
+	return m.Add(r, first, n, int(c), m.tag)
 }
 
-// evictedAs compares the evictions the EvictFunc heard from mark on with
+// evictedAs checks the evictions the EvictFunc heard from mark on against
 // want; with exact, nothing more may follow.
-func (m *pgModel) evictedAs(what string, mark int, want []*pgRun, exact bool) error {
+func (m *pgModel) evictedAs(what string, mark int, want []*pgRun, exact bool) {
 	l := m.in.log
-	if l.err != nil {
-		return l.err
-	}
+	must(l.err)
 	got := l.runs[mark:]
 	for i, v := range want {
 		if i >= len(got) {
-			if _, _, err := m.in.Span(v.Key); err != nil {
-				return violationf(ErrLost, "%s evicted %v (content %d, %d pages) without telling the EvictFunc", what, v.Key, v.C, v.N)
-			}
-			return violationf(ErrContract, "%s evicted %d runs, want %d: %v (content %d, %d pages, unpinned at %d) was due next", what, len(got), len(want), v.Key, v.C, v.N, v.Since)
+			_, _, err := m.in.Span(v.Key)
+			require(err == nil, ErrLost, "%s evicted %v (content %d, %d pages) without telling the EvictFunc", what, v.Key, v.C, v.N)
+			must(violationf(ErrContract, "%s evicted %d runs, want %d: %v (content %d, %d pages, unpinned at %d) was due next", what, len(got), len(want), v.Key, v.C, v.N, v.Since))
 		}
 		if got[i] != v.Key {
-			return m.wrongVictim(what, got[i], v)
+			must(m.wrongVictim(what, got[i], v))
 		}
-		if c := l.conts[mark+i]; c != pages.Content(v.C) {
-			return violationf(ErrContract, "%s: the EvictFunc was told %v holds content %d; it holds %d", what, v.Key, c, v.C)
-		}
+		c := l.conts[mark+i]
+		require(c == pages.Content(v.C), ErrContract, "%s: the EvictFunc was told %v holds content %d; it holds %d", what, v.Key, c, v.C)
 	}
 	if exact && len(got) > len(want) {
-		return m.wrongVictim(what, got[len(want)], nil)
+		must(m.wrongVictim(what, got[len(want)], nil))
 	}
-	return nil
 }
 
 // wrongVictim says why evicting x, instead of due (nil: nothing), breaks
@@ -248,62 +221,42 @@ func (m *pgModel) intact(x *pgRun) error {
 	return nil
 }
 
-func (m *pgModel) free(x *pgRun) error {
-	if err := m.intact(x); err != nil {
-		return err
-	}
-	if err := m.in.Free(x.Key); err != nil {
-		return violationf(ErrContract, "Free of the live run %v: %v", x.Key, err)
-	}
+func (m *pgModel) free(x *pgRun) {
+	must(m.intact(x))
+	mustOK(fmt.Sprintf("Free of the live run %v", x.Key), m.in.Free(x.Key))
 	m.Drop(x, false)
-	return nil
 }
 
-func (m *pgModel) pin(x *pgRun) error {
-	if err := m.in.Pin(x.Key); err != nil {
-		return violationf(ErrContract, "Pin of the live run %v: %v", x.Key, err)
-	}
+func (m *pgModel) pin(x *pgRun) {
+	mustOK(fmt.Sprintf("Pin of the live run %v", x.Key), m.in.Pin(x.Key))
 	x.Pins++
-	return nil
 }
 
 // unpin unpins x, or checks that Unpin refuses an unpinned x.
-func (m *pgModel) unpin(x *pgRun) error {
+func (m *pgModel) unpin(x *pgRun) {
 	err := m.in.Unpin(x.Key)
 	if x.Pins == 0 {
-		if !errors.Is(err, pages.ErrNotPinned) || !errors.Is(err, pool.ErrInvalidArgument) {
-			return violationf(ErrContract, "Unpin of the unpinned run %v = %v, want pages.ErrNotPinned", x.Key, err)
-		}
-		return nil
+		require(errors.Is(err, pages.ErrNotPinned) && errors.Is(err, pool.ErrInvalidArgument), ErrContract, "Unpin of the unpinned run %v = %v, want pages.ErrNotPinned", x.Key, err)
+		return
 	}
-	if err != nil {
-		return violationf(ErrContract, "Unpin of %v, pinned %d times: %v", x.Key, x.Pins, err)
-	}
+	mustOK(fmt.Sprintf("Unpin of %v, pinned %d times", x.Key, x.Pins), err)
 	m.Unpin(x)
-	return nil
 }
 
 // evict calls Evict(n) and checks what it evicted and returned.
-func (m *pgModel) evict(n int) error {
+func (m *pgModel) evict(n int) {
 	want, got := m.Evict(n)
 	mark := len(m.in.log.runs)
 	k, err := m.in.evict(n)
 	what := fmt.Sprintf("Evict(%d)", n)
-	if err != nil {
-		return violationf(ErrContract, "%s: %v", what, err)
-	}
-	if e := m.evictedAs(what, mark, want, true); e != nil {
-		return e
-	}
-	if k != got {
-		return violationf(ErrContract, "%s = %d, it evicted %d pages", what, k, got)
-	}
-	return nil
+	mustOK(what, err)
+	m.evictedAs(what, mark, want, true)
+	require(k == got, ErrContract, "%s = %d, it evicted %d pages", what, k, got)
 }
 
 // refused checks that every call with r is refused with want, as a handle
 // error, and counts the refusals.
-func (m *pgModel) refused(what string, r pages.Run, want error) error {
+func (m *pgModel) refused(what string, r pages.Run, want error) {
 	in := m.in
 	_, pinsErr := in.Pins(r)
 	buf, bytesErr := in.Bytes(r)
@@ -314,22 +267,15 @@ func (m *pgModel) refused(what string, r pages.Run, want error) error {
 		{"Pin", in.Pin(r)}, {"Unpin", in.Unpin(r)}, {"Free", in.Free(r)},
 	}
 	for _, c := range calls {
-		switch {
-		case c.err == nil:
-			return violationf(ErrAliased, "%s of %s (%v) was accepted", c.name, what, r)
-		case !errors.Is(c.err, want) || !errors.Is(c.err, pool.ErrInvalidHandle):
-			return violationf(ErrContract, "%s of %s (%v) = %v, want %v", c.name, what, r, c.err, want)
-		}
+		require(c.err != nil, ErrAliased, "%s of %s (%v) was accepted", c.name, what, r)
+		require(errors.Is(c.err, want) && errors.Is(c.err, pool.ErrInvalidHandle), ErrContract, "%s of %s (%v) = %v, want %v", c.name, what, r, c.err, want)
 	}
-	if buf != nil {
-		return violationf(ErrAliased, "Bytes of %s (%v) returned %d bytes with its error", what, r, len(buf))
-	}
+	require(buf == nil, ErrAliased, "Bytes of %s (%v) returned %d bytes with its error", what, r, len(buf))
 	m.Rejected += uint64(len(calls))
-	return nil
 }
 
 // refusedOnce makes one call with the stale run r, on path 0 to 3.
-func (m *pgModel) refusedOnce(path int, r pages.Run) error {
+func (m *pgModel) refusedOnce(path int, r pages.Run) {
 	in := m.in
 	var err error
 	name := ""
@@ -344,96 +290,73 @@ func (m *pgModel) refusedOnce(path int, r pages.Run) error {
 		name = "Span"
 		_, _, err = in.Span(r)
 	}
-	if !errors.Is(err, pool.ErrStaleHandle) {
-		return violationf(ErrAliased, "%s of the stale run %v = %v, want pool.ErrStaleHandle", name, r, err)
-	}
+	require(errors.Is(err, pool.ErrStaleHandle), ErrAliased, "%s of the stale run %v = %v, want pool.ErrStaleHandle", name, r, err)
 	m.Rejected++
-	return nil
 }
 
 // churn drives steps random operations through the model: allocations of
 // every content type, frees, pins, unpins, evictions and stale calls. after
 // runs after every step.
-func (m *pgModel) churn(r *pgCase, rng *rand.Rand, steps int, after func(step int) error) error {
+func (m *pgModel) churn(r *pgCase, rng *rand.Rand, steps int, after func(step int)) {
 	for step := range steps {
-		if r.ctx.Err() != nil {
-			return violationf(ErrDeadlock, "step %d: stopped by the watchdog", step)
-		}
-		var err error
-		switch op := m.Next(rng); op.Kind {
-		case model.RegionAlloc:
-			_, err = m.alloc(op.N, pages.Content(op.C))
-		case model.RegionFree:
-			err = m.free(op.Run)
-		case model.RegionPin:
-			err = m.pin(op.Run)
-		case model.RegionUnpin:
-			err = m.unpin(op.Run)
-		case model.RegionEvict:
-			err = m.evict(op.N)
-		case model.RegionStale:
-			err = m.refusedOnce(op.Path, op.Key)
-		case model.RegionRead:
-			err = m.intact(op.Run)
-		}
-		if err == nil && after != nil {
-			err = after(step)
-		}
-		if err != nil {
-			return fmt.Errorf("step %d: %w", step, err)
-		}
+		require(r.ctx.Err() == nil, ErrDeadlock, "step %d: stopped by the watchdog", step)
+		during(func() {
+			switch op := m.Next(rng); op.Kind {
+			case model.RegionAlloc:
+				m.alloc(op.N, pages.Content(op.C))
+			case model.RegionFree:
+				m.free(op.Run)
+			case model.RegionPin:
+				m.pin(op.Run)
+			case model.RegionUnpin:
+				m.unpin(op.Run)
+			case model.RegionEvict:
+				m.evict(op.N)
+			case model.RegionStale:
+				m.refusedOnce(op.Path, op.Key)
+			case model.RegionRead:
+				must(m.intact(op.Run))
+			}
+			if after != nil {
+				after(step)
+			}
+		}, "step %d", step)
 	}
-	return nil
 }
 
 // fill fills the region with runs of the lengths and content next draws
 // (given the pages left), calling after, if set, on each.
-func (m *pgModel) fill(next func(left int) (int, pages.Content), after func(*pgRun) error) error {
+func (m *pgModel) fill(next func(left int) (int, pages.Content), after func(*pgRun)) {
 	for m.Used < m.Pages {
-		x, err := m.alloc(next(m.Pages - m.Used))
-		if err == nil && after != nil {
-			err = after(x)
-		}
-		if err != nil {
-			return err
+		x := m.alloc(next(m.Pages - m.Used))
+		if after != nil {
+			after(x)
 		}
 	}
-	return nil
 }
 
 // unpinIf returns an after for fill that unpins the runs yes says.
-func (m *pgModel) unpinIf(yes func() bool) func(*pgRun) error {
-	return func(x *pgRun) error {
+func (m *pgModel) unpinIf(yes func() bool) func(*pgRun) {
+	return func(x *pgRun) {
 		if yes() {
-			return m.unpin(x)
+			m.unpin(x)
 		}
-		return nil
 	}
 }
 
 // rounds runs body n times, checking Stats and freeing every run after
 // each.
-func (m *pgModel) rounds(n int, body func(round int) error) error {
+func (m *pgModel) rounds(n int, body func(round int)) {
 	for round := range n {
-		if err := body(round); err != nil {
-			return err
-		}
-		if err := m.check(fmt.Sprintf("round %d", round)); err != nil {
-			return err
-		}
-		if err := m.freeAll(); err != nil {
-			return err
-		}
+		body(round)
+		must(m.check(fmt.Sprintf("round %d", round)))
+		m.freeAll()
 	}
-	return nil
 }
 
 // freeAll frees every live run.
-func (m *pgModel) freeAll() error {
+func (m *pgModel) freeAll() {
 	for len(m.Live) > 0 {
-		if err := m.free(m.Live[len(m.Live)-1]); err != nil {
-			return err
-		}
+		m.free(m.Live[len(m.Live)-1])
 	}
-	return nil
 }

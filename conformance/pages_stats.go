@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -13,7 +12,8 @@ import (
 )
 
 func checkPagesAccounting(r *pgCase, m *pgModel) error {
-	return m.churn(r, rand.New(rand.NewPCG(23, 24)), scaled(4000), func(int) error { return m.check("") })
+	m.churn(r, rand.New(rand.NewPCG(23, 24)), scaled(4000), func(int) { must(m.check("")) })
+	return nil
 }
 
 // pageIdentities checks the identities of pages.Stats.
@@ -67,38 +67,29 @@ func pagesNotBehind(prev, st pages.Stats) error {
 // serve ("Alloc": allocations only, "Free": frees only, each while it can;
 // else the other). The owner publishes at those calls when a reader asked,
 // not only at Stats or Close.
-func checkPagesSnapshotFresh(ctx context.Context, m *pgModel, serve string) error {
+func checkPagesSnapshotFresh(ctx context.Context, m *pgModel, serve string) {
 	in := m.in
 	const k = 3
 	var runs []*pgRun
-	alloc := func() error {
-		x, err := m.alloc(1, weights)
-		if err != nil || x == nil {
-			return refusedOr(err, "Alloc of one page failed with %d of %d pages in use", m.Used, m.Pages)
-		}
+	alloc := func() {
+		x := m.alloc(1, weights)
+		require(x != nil, ErrContract, "Alloc of one page failed with %d of %d pages in use", m.Used, m.Pages)
 		runs = append(runs, x)
-		return nil
 	}
 	before := in.Stats() // publishes
 	for range k {
-		if err := alloc(); err != nil {
-			return err
-		}
+		alloc()
 	}
 	counter := func(st pages.Stats) uint64 { return st.Allocs }
 	if serve == "Free" {
 		// Allocate the runs the owner frees while the scraper waits, then
 		// change the accounting by frees only.
 		for len(runs) < m.Pages/2 {
-			if err := alloc(); err != nil {
-				return err
-			}
+			alloc()
 		}
 		before = in.Stats() // publishes
 		for _, x := range runs[:k] {
-			if err := m.free(x); err != nil {
-				return err
-			}
+			m.free(x)
 		}
 		runs = runs[k:]
 		counter = func(st pages.Stats) uint64 { return st.Frees }
@@ -113,82 +104,66 @@ wait:
 		case st = <-got:
 			break wait
 		case <-ctx.Done():
-			return violationf(ErrDeadlock, "Snapshot did not return while the owner called %s", serve)
+			must(violationf(ErrDeadlock, "Snapshot did not return while the owner called %s", serve))
 		default:
 		}
 		if len(runs) > 0 && (serve == "Free" || !m.Fits(1)) {
-			if err := m.free(runs[len(runs)-1]); err != nil {
-				return err
-			}
+			m.free(runs[len(runs)-1])
 			runs = runs[:len(runs)-1]
-		} else if err := alloc(); err != nil {
-			return err
+		} else {
+			alloc()
 		}
 		// Sleep, not spin, between calls: under testing/synctest the
 		// clock, and with it a Snapshot's deadline, moves only while
 		// every goroutine waits.
 		time.Sleep(50 * time.Microsecond)
 	}
-	if err := pageIdentities(st); err != nil {
-		return fmt.Errorf("a Snapshot served by %s: %w", serve, err)
-	}
-	if counter(st) < counter(before)+k {
-		return violationf(ErrAccounting, "a Snapshot asked for while the owner only called %s, after %d calls of %s that no Stats followed, says %d of them, want %d or more: the owner does not publish at %s when asked (a scraper of an owner that never calls Stats is stale forever)",
-			serve, k, serve, counter(st), counter(before)+k, serve)
-	}
+	mustIn(pageIdentities(st), "a Snapshot served by %s", serve)
+	require(counter(st) >= counter(before)+k, ErrAccounting, "a Snapshot asked for while the owner only called %s, after %d calls of %s that no Stats followed, says %d of them, want %d or more: the owner does not publish at %s when asked (a scraper of an owner that never calls Stats is stale forever)",
+		serve, k, serve, counter(st), counter(before)+k, serve)
 	for _, x := range runs {
-		if err := m.free(x); err != nil {
-			return err
-		}
+		m.free(x)
 	}
-	return m.check("after the freshness check")
+	must(m.check("after the freshness check"))
 }
 
 func checkPagesSnapshot(r *pgCase, m *pgModel) error {
 	in, ctx := m.in, r.ctx
-	if err := pageIdentities(in.Snapshot()); err != nil {
-		return fmt.Errorf("the first snapshot: %w", err)
-	}
+	mustIn(pageIdentities(in.Snapshot()), "the first snapshot")
 	for _, serve := range []string{"Alloc", "Free"} {
-		if err := checkPagesSnapshotFresh(ctx, m, serve); err != nil {
-			return err
-		}
+		checkPagesSnapshotFresh(ctx, m, serve)
 	}
 	quit := make(chan struct{})
 	var scrape crew
 	scraper(&scrape, ctx, quit, in.Snapshot, func(prev, st pages.Stats) error {
 		return cmp.Or(pageIdentities(st), pagesNotBehind(prev, st))
 	})
-	err := m.churn(r, rand.New(rand.NewPCG(25, 26)), scaled(3000), func(step int) error {
-		if step%4 != 0 {
-			return nil
-		}
-		// The owner's own read, right after Stats published: the same.
-		if st, snap := in.Stats(), in.Snapshot(); st != snap {
-			return violationf(ErrAccounting, "Snapshot right after Stats differs from it: %s", fieldDiff(snap, st))
-		}
-		return m.check("")
+	// The churn's failure waits for the scrapers, and is reported with
+	// theirs.
+	err := attempt(func() {
+		m.churn(r, rand.New(rand.NewPCG(25, 26)), scaled(3000), func(step int) {
+			if step%4 != 0 {
+				return
+			}
+			// The owner's own read, right after Stats published: the same.
+			if st, snap := in.Stats(), in.Snapshot(); st != snap {
+				must(violationf(ErrAccounting, "Snapshot right after Stats differs from it: %s", fieldDiff(snap, st)))
+			}
+			must(m.check(""))
+		})
 	})
 	close(quit)
-	if err := errors.Join(err, scrape.wait(ctx, "scrapers")); err != nil {
-		return err
-	}
-	if st, snap := in.Stats(), in.Snapshot(); st != snap {
-		return violationf(ErrAccounting, "Snapshot right after Stats differs from it: %s", fieldDiff(snap, st))
-	}
+	must(errors.Join(err, scrape.wait(ctx, "scrapers")))
+	st, snap := in.Stats(), in.Snapshot()
+	require(st == snap, ErrAccounting, "Snapshot right after Stats differs from it: %s", fieldDiff(snap, st))
 	return nil
 }
 
 func checkPagesClose(r *pgCase, m *pgModel) error {
 	in := m.in
 	rng := rand.New(rand.NewPCG(27, 28))
-	if err := m.churn(r, rng, 200, nil); err != nil {
-		return err
-	}
-	x, err := m.alloc(1, kvCache)
-	if err != nil {
-		return err
-	}
+	m.churn(r, rng, 200, nil)
+	x := m.alloc(1, kvCache)
 	var live pages.Run
 	if x != nil {
 		live = x.Key
@@ -201,54 +176,39 @@ func checkPagesClose(r *pgCase, m *pgModel) error {
 		if other.Key == live {
 			other = m.Live[1]
 		}
-		err = m.free(other)
+		m.free(other)
 	} else {
-		_, err = m.alloc(1, weights)
-	}
-	if err != nil {
-		return err
+		m.alloc(1, weights)
 	}
 	final := m.want()
-	if err := in.Close(); err != nil {
-		return violationf(ErrContract, "Close: %v", err)
-	}
+	mustOK("Close", in.Close())
 	_, allocErr := in.alloc(1, weights)
 	_, evictErr := in.evict(1)
 	_, pinsErr := in.Pins(live)
 	_, bytesErr := in.Bytes(live)
 	_, _, spanErr := in.Span(live)
 	_, contErr := in.Content(live)
-	if err := allFail(pool.ErrClosed, "after Close", []call{
+	must(allFail(pool.ErrClosed, "after Close", []call{
 		{"Alloc", allocErr}, {"Evict", evictErr}, {"Pins", pinsErr}, {"Bytes", bytesErr}, {"Span", spanErr},
 		{"Content", contErr}, {"Free", in.Free(live)}, {"Pin", in.Pin(live)}, {"Unpin", in.Unpin(live)},
 		{"Free of the zero run", in.Free(pages.Run{})}, {"Close", in.Close()},
-	}); err != nil {
-		return err
-	}
-	if st := in.Stats(); st != final {
-		return violationf(ErrAccounting, "Stats after Close differs from Stats at Close: %s", fieldDiff(st, final))
-	}
-	if snap := in.Snapshot(); snap != final {
-		return violationf(ErrAccounting, "Snapshot after Close differs from Stats at Close: %s", fieldDiff(snap, final))
-	}
+	}))
+	st := in.Stats()
+	require(st == final, ErrAccounting, "Stats after Close differs from Stats at Close: %s", fieldDiff(st, final))
+	snap := in.Snapshot()
+	require(snap == final, ErrAccounting, "Snapshot after Close differs from Stats at Close: %s", fieldDiff(snap, final))
 	return nil
 }
 
 func checkPagesAllocs(r *pgCase, m *pgModel) error {
 	in := m.in
-	keep, err := m.alloc(3, kvCache)
-	if err != nil || keep == nil {
-		return refusedOr(err, "Alloc(3) on an empty region failed")
-	}
-	stale, err := m.alloc(2, kvCache)
-	if err != nil || stale == nil {
-		return refusedOr(err, "Alloc(2) failed")
-	}
-	if err := m.free(stale); err != nil {
-		return err
-	}
+	keep := m.alloc(3, kvCache)
+	require(keep != nil, ErrContract, "Alloc(3) on an empty region failed")
+	stale := m.alloc(2, kvCache)
+	require(stale != nil, ErrContract, "Alloc(2) failed")
+	m.free(stale)
 	// Owner calls on a region with room.
-	if err := allocFree(r.allocRuns(), []namedOp{
+	must(allocFree(r.allocRuns(), []namedOp{
 		{"Alloc+Free", func() error {
 			r, err := in.alloc(5, kvCache)
 			if err != nil {
@@ -271,14 +231,10 @@ func checkPagesAllocs(r *pgCase, m *pgModel) error {
 		}},
 		{"a rejected Free", func() error { return wantIs("Free of a stale run", in.Free(stale.Key), pool.ErrStaleHandle) }},
 		{"Stats and Snapshot", func() error { in.Stats(); in.Snapshot(); return nil }},
-	}); err != nil {
-		return err
-	}
+	}))
 	// Evictions: the rest of the region in one unpinned run, evicted by
 	// each Alloc of its length, or by Evict.
-	if _, err := m.alloc(m.Pages-3, kvCache); err != nil {
-		return err
-	}
+	m.alloc(m.Pages-3, kvCache)
 	log := in.log
 	again := func() error {
 		r, err := in.alloc(m.Pages-3, kvCache)
@@ -291,11 +247,9 @@ func checkPagesAllocs(r *pgCase, m *pgModel) error {
 		log.runs, log.conts = log.runs[:0], log.conts[:0]
 		return contractErr("Unpin", in.Unpin(r))
 	}
-	if err := in.Unpin(m.Live[len(m.Live)-1].Key); err != nil {
-		return contractErr("Unpin", err)
-	}
+	mustOK("Unpin", in.Unpin(m.Live[len(m.Live)-1].Key))
 	log.runs, log.conts = log.runs[:0], log.conts[:0]
-	if err := allocFree(r.allocRuns(), []namedOp{
+	must(allocFree(r.allocRuns(), []namedOp{
 		{"an Alloc that evicts", again},
 		{"Evict", func() error {
 			if n, err := in.evict(1); n != m.Pages-3 || err != nil {
@@ -308,15 +262,12 @@ func checkPagesAllocs(r *pgCase, m *pgModel) error {
 			}
 			return contractErr("Unpin", in.Unpin(r))
 		}},
-	}); err != nil {
-		return err
-	}
+	}))
 	// The same with the rest of the region in three unpinned runs: each
 	// Alloc of its length, or Evict, evicts all three.
 	rest := m.Pages - 3
-	if n, err := in.evict(rest); n != rest || err != nil {
-		return violationf(ErrContract, "Evict(%d) with one unpinned run of %d pages = %d, %v", rest, rest, n, err)
-	}
+	n, err := in.evict(rest)
+	require(n == rest && err == nil, ErrContract, "Evict(%d) with one unpinned run of %d pages = %d, %v", rest, rest, n, err)
 	thirds := [3]int{rest / 3, rest / 3, rest - 2*(rest/3)}
 	refill := func() error {
 		log.runs, log.conts = log.runs[:0], log.conts[:0]
@@ -331,9 +282,7 @@ func checkPagesAllocs(r *pgCase, m *pgModel) error {
 		}
 		return nil
 	}
-	if err := refill(); err != nil {
-		return err
-	}
+	must(refill())
 	return allocFree(r.allocRuns(), []namedOp{
 		{"an Alloc that evicts three runs", func() error {
 			r, err := in.alloc(rest, kvCache)

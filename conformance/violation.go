@@ -99,6 +99,27 @@ func within(err error, format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
 }
 
+// attempt runs f and returns the error of a check that failed in it
+// instead of ending the case, so that the caller can say where it failed
+// or finish its work first. A panic that is no failed check goes on.
+func attempt(f func()) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fl, ok := p.(failure)
+			if !ok {
+				panic(p)
+			}
+			err = fl.err
+		}
+	}()
+	f()
+	return nil
+}
+
+// during runs f and, if a check in it fails, ends the case with that
+// check's error in the context format and args say (see mustIn).
+func during(f func(), format string, args ...any) { mustIn(attempt(f), format, args...) }
+
 // require ends the case with a violation of kind unless ok.
 func require(ok bool, kind error, format string, args ...any) {
 	if !ok {
