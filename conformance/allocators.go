@@ -134,7 +134,7 @@ func stamped(buf []byte, size int, tag byte) (int, bool) {
 // base+p and seed), and returns lost of the first buffer and byte that lost
 // what was written: a write to another buffer reached it. bufs is asked
 // again for every write (write set) and read, so that memory handed out
-// anew on each call is caught; an error of it ends the check.
+// anew on each call is caught; an error of it ends the case.
 func disjoint(base, seed uint64, bufs func(write bool) ([][]byte, error), lost func(buf, at int) error) error {
 	for pass := range uint64(2) {
 		rng := rand.New(rand.NewPCG(base+pass, seed))
@@ -217,19 +217,27 @@ const wrapCycles = 1<<16 + 1
 // handles a generation that wraps would give again: those of the first
 // cycles, one in 4096, and those 2^15 cycles before the last. allocWhat
 // and freeWhat say, in a violation, what the failed call was.
-func wrapCycle[H any](ctx context.Context, allocWhat, freeWhat string, alloc func() (H, error), free func(H) error) ([]H, error) {
+//
+// The checks of its loop are if statements: require would box its
+// arguments on every one of the cycles.
+func wrapCycle[H any](ctx context.Context, allocWhat, freeWhat string, alloc func() (H, error), free func(H) error) []H {
 	var olds []H
 	for i := range wrapCycles {
-		require(i%4096 != 0 || ctx.Err() == nil, ErrDeadlock, "cycle %d: stopped by the watchdog", i)
+		if i%4096 == 0 && ctx.Err() != nil {
+			must(violationf(ErrDeadlock, "cycle %d: stopped by the watchdog", i))
+		}
 		h, err := alloc()
-		require(err == nil, ErrContract, "cycle %d: %s: %v", i, allocWhat, err)
+		if err != nil {
+			must(violationf(ErrContract, "cycle %d: %s: %v", i, allocWhat, err))
+		}
 		if i < 2 || i%4096 == 0 || i >= wrapCycles-(1<<15)-2 && i <= wrapCycles-(1<<15)+1 {
 			olds = append(olds, h)
 		}
-		err = free(h)
-		require(err == nil, ErrContract, "cycle %d: %s: %v", i, freeWhat, err)
+		if err := free(h); err != nil {
+			must(violationf(ErrContract, "cycle %d: %s: %v", i, freeWhat, err))
+		}
 	}
-	return olds, nil
+	return olds
 }
 
 // idModel is what the identity cases, which the classes and pages suites

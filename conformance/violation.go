@@ -66,9 +66,9 @@ func violationf(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))
 }
 
-// failure carries a failed check up the stack of the goroutine that made
-// it, to the recover in runCase (the case's goroutine) or crew.Go (its
-// helpers): a check that fails ends the case at once, the way t.FailNow
+// failure carries a failed check (or a skip) up the stack of the goroutine
+// that made it, to the recover in runCase (the case's goroutine), crew.Go
+// (its helpers) or attempt: a check that fails ends the case at once, the way t.FailNow
 // ends a test, so that each check is one line. A failure never leaves this
 // package: every goroutine that makes checks recovers it, and no check is
 // made inside a function a component calls back (a sink, an eviction
@@ -120,7 +120,9 @@ func attempt(f func()) (err error) {
 // check's error in the context format and args say (see mustIn).
 func during(f func(), format string, args ...any) { mustIn(attempt(f), format, args...) }
 
-// require ends the case with a violation of kind unless ok.
+// require ends the case with a violation of kind unless ok. Its arguments
+// are boxed even when ok: in a loop of many passes or a measured window,
+// write the check as an if statement around must.
 func require(ok bool, kind error, format string, args ...any) {
 	if !ok {
 		panic(failure{violationf(kind, format, args...)})
