@@ -79,14 +79,17 @@ func freshZeroed(r *plRun) {
 	}
 }
 
-func checkOrder(r *plRun) error { return reuseOrder(r.ctx, r.x) }
+func checkOrder(r *plRun) error {
+	reuseOrder(r.ctx, r.x)
+	return nil
+}
 
 // reuseOrder runs thousands of random allocations and local and remote
 // frees and checks every allocation against a model of the free list:
 // freed blocks go to its back in the order they are freed (a drain frees in
 // delivery order, which is one sender's order); LIFO takes from the back,
 // FIFO from the front. A fresh pool's list is n-1, ..., 1, 0.
-func reuseOrder(ctx context.Context, s subject) error {
+func reuseOrder(ctx context.Context, s subject) {
 	n := capacityOf(s)
 	order := s.order()
 	st := s.Stats()
@@ -191,7 +194,6 @@ func reuseOrder(ctx context.Context, s subject) error {
 		want := take()
 		require(h.Index() == want, ErrOrder, "after a sender freed a backlog of %d blocks one by one, %v reuse gave block %d, the free list's %s is block %d: the drains did not free them in the sender's order", k, order, h.Index(), end(order), want)
 	}
-	return nil
 }
 
 // end names the end of the free list an order takes from.
