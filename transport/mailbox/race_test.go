@@ -60,28 +60,7 @@ func TestStress(t *testing.T) {
 			}
 		})
 	}
-	r := transporttest.NewRecorder()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for running := true; running; {
-		select {
-		case <-done:
-			running = false
-		case err := <-errc:
-			t.Fatal(err)
-		default:
-		}
-		if r.Drain(tr) == 0 {
-			runtime.Gosched()
-		}
-	}
-	for r.Drain(tr) > 0 {
-	}
-	close(errc)
-	for err := range errc {
-		t.Fatal(err)
-	}
-	must(t, transporttest.CheckDelivery(r.Got, sent))
+	must(t, transporttest.Collect(tr, &wg, errc, sent))
 	if n, want := mailbox.Boxes(tr), workers*rounds/5; n != want {
 		t.Fatalf("%d mailboxes kept, want the %d of the producers left open", n, want)
 	}

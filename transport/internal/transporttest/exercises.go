@@ -222,7 +222,7 @@ func ManyProducers(s Subject, producers, chunks int) error {
 				errc <- err
 			})
 		}
-		if err := collect(tr, &wg, errc, sent); err != nil {
+		if err := Collect(tr, &wg, errc, sent); err != nil {
 			return err
 		}
 		total := uint64(0)
@@ -236,10 +236,11 @@ func ManyProducers(s Subject, producers, chunks int) error {
 	})
 }
 
-// collect drains tr into a new Recorder while the goroutines of wg run
+// Collect drains tr into a new Recorder while the goroutines of wg run
 // (drainWhile), then returns the first error they sent on errc, if any, and
 // checks the delivery of every producer's sent[p] handles (CheckDelivery).
-func collect(tr pool.Transport, wg *sync.WaitGroup, errc chan error, sent []int) error {
+// errc must have room for every error the goroutines send.
+func Collect(tr pool.Transport, wg *sync.WaitGroup, errc chan error, sent []int) error {
 	r := NewRecorder()
 	if err := drainWhile(tr, r, wg); err != nil {
 		return err
@@ -454,7 +455,7 @@ func RetireRacing(s Subject, workers, rounds int) error {
 				}
 			})
 		}
-		if err := collect(tr, &wg, errc, sent); err != nil {
+		if err := Collect(tr, &wg, errc, sent); err != nil {
 			return err
 		}
 		if c, ok := s.counts(tr); ok && (c.Producers != 0 || c.Pending != 0 || c.Submitted != c.Drained) {
